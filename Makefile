@@ -1,0 +1,68 @@
+# xbd — top-level Makefile.
+#
+#   make            build everything (optimised, into build/)
+#   make deps       install missing Debian packages (apt-get; quiet when none)
+#   make check      deps + build + every test under ASan/UBSan (build-asan/)
+#   make demo       deps + build + the end-to-end demo on the local platform
+#   make bench      deps + build + benchmarks (optimised build, no sanitizers)
+#   make fuzz       build and run the libFuzzer targets for a set time
+#   make install    PREFIX=/usr/local DESTDIR=
+#   make clean
+#
+# Every folder adds its sources through its own module.mk (see mk/rules.mk
+# for the variables a fragment may set).  O= selects the output tree and
+# SAN=1 the sanitizer build; `make check` drives both.
+
+PREFIX  ?= /usr/local
+DESTDIR ?=
+O       ?= build
+SAN     ?= 0
+
+include mk/rules.mk
+
+MODULES := lib xenstore backend frontend tools tests/unit tests/fuzz bench
+include $(wildcard $(addsuffix /module.mk,$(MODULES)))
+
+$(eval $(call finish_rules))
+
+.PHONY: all deps check demo bench fuzz install clean unit-tests system-tests
+.DEFAULT_GOAL := all
+
+all: $(ALL_TARGETS)
+
+deps:
+	@sh scripts/deps.sh
+
+# check: the optimised build must compile too (-Werror differs with -O2),
+# then everything is rebuilt and run under AddressSanitizer + UBSan.
+# pytest's summary is the last line.
+check: deps
+	@$(MAKE) --no-print-directory all
+	@$(MAKE) --no-print-directory O=build-asan SAN=1 all unit-tests
+	@$(MAKE) --no-print-directory O=build-asan SAN=1 run-unit
+	@$(MAKE) --no-print-directory O=build-asan SAN=1 system-tests
+
+run-unit: unit-tests
+	@sh scripts/run-unit-tests.sh $(UNIT_TEST_BINS)
+
+system-tests:
+	@XBD_BUILD=$(abspath $(O)) /usr/bin/python3 -m pytest -p no:cacheprovider -q tests/system
+
+demo: deps
+	@$(MAKE) --no-print-directory all
+	@XBD_BUILD=$(abspath build) sh scripts/demo.sh
+
+bench: deps
+	@$(MAKE) --no-print-directory all
+	@XBD_BUILD=$(abspath build) sh bench/run.sh
+
+fuzz: deps
+	@$(MAKE) --no-print-directory -f tests/fuzz/Makefile.fuzz run
+
+install: all
+	install -d $(DESTDIR)$(PREFIX)/bin $(DESTDIR)$(PREFIX)/lib/xbd
+	for p in $(PROGS); do install -m 0755 $(O)/bin/$$p $(DESTDIR)$(PREFIX)/bin/; done
+	$(INSTALL_EXTRA)
+
+clean:
+	rm -rf build build-asan build-fuzz

@@ -1,0 +1,212 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * The platform layer: domains, grants and event channels.
+ *
+ * One interface, two implementations:
+ *   xen    a thin pass-through to libxengnttab, libxengntshr, libxenevtchn
+ *          (and libxenctrl for domain queries), used on a Xen host;
+ *   local  no hypervisor: domains are directories under XBD_RUNDIR, guest
+ *          memory and grant tables are shared-memory files, event channels
+ *          are cross-process wake-ups (see Documentation/local-platform.md).
+ *
+ * The calls mirror the Xen libraries closely enough that the xen
+ * implementation passes straight through.  Conventions for every call:
+ *   - returns 0 (or a non-negative value where documented) or -errno;
+ *   - logs nothing (errors are for the caller to report);
+ *   - handles are not shared between threads unless the call says so
+ *     (open one handle per thread, as the queue threads do);
+ *   - handles do not survive fork(): the child must open its own.
+ */
+#ifndef XBD_PLATFORM_H
+#define XBD_PLATFORM_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+typedef uint16_t xbd_domid_t;
+typedef uint32_t xbd_grant_ref_t;
+typedef uint32_t xbd_evtchn_port_t;
+
+#define XBD_PAGE_SIZE 4096u
+#define XBD_DOMID_MAX 0x7fef          /* DOMID_FIRST_RESERVED - 1 */
+#define XBD_DEFAULT_RUNDIR "/run/xbd"
+#define XBD_DEFAULT_MEMORY (256ull << 20)
+
+enum xbd_platform_kind {
+	XBD_PLATFORM_AUTO,   /* xen when /dev/xen/gntdev and /dev/xen/evtchn exist */
+	XBD_PLATFORM_LOCAL,
+	XBD_PLATFORM_XEN,
+};
+
+struct xbd_platform;
+
+/* "auto" | "local" | "xen" -> kind.  Returns 0 or -EINVAL. */
+int xbd_platform_kind_parse(const char *s, enum xbd_platform_kind *out);
+const char *xbd_platform_kind_name(enum xbd_platform_kind kind);
+
+/*
+ * Open the platform.  rundir: the local machine's directory; NULL means
+ * $XBD_RUNDIR, or XBD_DEFAULT_RUNDIR when unset.  The local platform creates
+ * rundir (mode 0755) if missing and fails with -EACCES/-ENOTDIR/-EROFS when
+ * it cannot be used.  The xen platform ignores rundir except for naming.
+ * The handle may be shared by threads; the handles opened from it may not.
+ */
+int xbd_platform_open(enum xbd_platform_kind kind, const char *rundir,
+		      struct xbd_platform **out);
+void xbd_platform_close(struct xbd_platform *p);
+enum xbd_platform_kind xbd_platform_get_kind(const struct xbd_platform *p);
+const char *xbd_platform_rundir(const struct xbd_platform *p);
+
+/* ------------------------------------------------------------------ */
+/* Domains                                                             */
+/* ------------------------------------------------------------------ */
+
+struct xbd_domain_info {
+	xbd_domid_t domid;
+	bool exists;
+	bool dying;          /* destruction has begun */
+	pid_t claimed_by;    /* local: pid of the live claiming process, 0 if none */
+	uint64_t memory;     /* bytes of guest memory (local), 0 if unknown */
+	char name[64];       /* local: name given at creation; xen: "" */
+};
+
+/*
+ * Local only (xen: -EOPNOTSUPP): create $rundir/dom<domid>/ with a sparse
+ * memory file of mem_bytes (page multiple, > 0), an empty grant table and
+ * event-channel state.  -EEXIST if the domain exists, -EINVAL for a domid
+ * above XBD_DOMID_MAX or a bad size or name.  Domain 0 needs no creation:
+ * any handle opened for self=0 creates dom0/ on demand (without memory).
+ */
+int xbd_domain_create(struct xbd_platform *p, xbd_domid_t domid,
+		      const char *name, uint64_t mem_bytes);
+/* Local only: mark dying, then remove the domain's files.  -EBUSY while a
+ * live process has it claimed (unless force), -ENOENT if absent. */
+int xbd_domain_destroy(struct xbd_platform *p, xbd_domid_t domid, bool force);
+/* Both platforms: fills *info; info->exists=false (and 0 returned) for a
+ * domain that does not exist. */
+int xbd_domain_get_info(struct xbd_platform *p, xbd_domid_t domid,
+			struct xbd_domain_info *info);
+
+/*
+ * The guest side: a process claims a domain to become it (own its memory,
+ * grant pages, allocate event channels as that domain).  One live claimer
+ * at a time: a second claim fails with -EBUSY; a claim left by a dead
+ * process is taken over.  The claim ends with xbd_domain_release() or the
+ * process's death.  On xen, claiming the domain the process runs in always
+ * succeeds and any other domid fails with -EPERM.
+ */
+struct xbd_domain;
+int xbd_domain_claim(struct xbd_platform *p, xbd_domid_t domid,
+		     struct xbd_domain **out);
+void xbd_domain_release(struct xbd_domain *d);
+xbd_domid_t xbd_domain_id(const struct xbd_domain *d);
+
+/* ------------------------------------------------------------------ */
+/* Grants, grantor side (like xengntshr)                               */
+/* ------------------------------------------------------------------ */
+
+struct xbd_gntshr;
+/* Open a sharing handle for a claimed domain.  Several handles per domain
+ * are allowed (one per thread). */
+int xbd_gntshr_open(struct xbd_domain *d, struct xbd_gntshr **out);
+/* Revokes what can be revoked, frees the pages; grants still mapped by a
+ * peer stay allocated until the domain is released. */
+void xbd_gntshr_close(struct xbd_gntshr *gs);
+
+/*
+ * Allocate count pages of the domain's memory, contiguous in this process,
+ * zero-filled, and grant each to domain remote (read-only unless writable).
+ * refs[count] receives the grant references; *addr the mapping.
+ * -ENOMEM when the domain's memory or grant table is exhausted.
+ */
+int xbd_gntshr_share_pages(struct xbd_gntshr *gs, xbd_domid_t remote,
+			   unsigned int count, xbd_grant_ref_t *refs,
+			   bool writable, void **addr);
+/*
+ * Revoke the grants of a share_pages() area and free its pages.  If any of
+ * them is still mapped by the peer, nothing changes and -EBUSY is returned
+ * (the caller defers and retries, as Linux's gnttab_end_foreign_access
+ * does).  -EINVAL if addr/count is not an area of this handle.
+ */
+int xbd_gntshr_unshare(struct xbd_gntshr *gs, void *addr, unsigned int count);
+
+/* ------------------------------------------------------------------ */
+/* Grants, mapper side (like xengnttab)                                */
+/* ------------------------------------------------------------------ */
+
+struct xbd_gnttab;
+/* self: the domain this process acts as (the backend domain).  The local
+ * platform checks grants against it; xen ignores it (the hypervisor knows). */
+int xbd_gnttab_open(struct xbd_platform *p, xbd_domid_t self,
+		    struct xbd_gnttab **out);
+/* Unmaps everything this handle still has mapped. */
+void xbd_gnttab_close(struct xbd_gnttab *gt);
+
+/*
+ * Map count grants of domain remote contiguously (rings, or a batch of data
+ * pages).  prot: PROT_READ or PROT_READ|PROT_WRITE.  Each entry must grant
+ * this handle's domain (-EPERM otherwise), a writable map needs a writable
+ * grant (-EPERM), a ref must be in range and in use (-EINVAL).  All or
+ * nothing: on error nothing stays mapped.  A read-only map has no write
+ * permission (a store faults).
+ */
+int xbd_gnttab_map(struct xbd_gnttab *gt, xbd_domid_t remote, unsigned int count,
+		   const xbd_grant_ref_t *refs, int prot, void **addr);
+/* Unmap an area returned by xbd_gnttab_map.  -EINVAL if it is not one
+ * (double unmap included). */
+int xbd_gnttab_unmap(struct xbd_gnttab *gt, void *addr, unsigned int count);
+
+struct xbd_gnttab_copy_seg {
+	union {
+		void *virt;
+		struct {
+			xbd_grant_ref_t ref;
+			uint16_t offset;
+			xbd_domid_t domid;
+		} foreign;
+	} source, dest;
+	uint16_t len;
+	uint16_t flags;   /* XBD_GNTCOPY_source_gref | XBD_GNTCOPY_dest_gref */
+	int16_t status;   /* out: 0 or -errno for this segment */
+};
+#define XBD_GNTCOPY_source_gref (1u << 0)
+#define XBD_GNTCOPY_dest_gref   (1u << 1)
+
+/*
+ * Grant copy, batched (like xengnttab_grant_copy): each segment copies len
+ * bytes within one page of a grant; copying into a grant needs a writable
+ * grant.  Returns 0 when the batch was processed (per-segment results in
+ * status) or -errno when it could not be attempted.
+ */
+int xbd_gnttab_copy(struct xbd_gnttab *gt, unsigned int count,
+		    struct xbd_gnttab_copy_seg *segs);
+
+/* ------------------------------------------------------------------ */
+/* Event channels (like xenevtchn)                                     */
+/* ------------------------------------------------------------------ */
+
+struct xbd_evtchn;
+/* self: the domain this process acts as (must be claimed or be the backend
+ * domain on local; ignored on xen). */
+int xbd_evtchn_open(struct xbd_platform *p, xbd_domid_t self,
+		    struct xbd_evtchn **out);
+/* Unbinds every port of this handle. */
+void xbd_evtchn_close(struct xbd_evtchn *e);
+/* The handle's pollable fd: readable when a port of this handle is pending. */
+int xbd_evtchn_fd(struct xbd_evtchn *e);
+/* Returns the new local port (>= 0) or -errno. */
+int xbd_evtchn_bind_unbound_port(struct xbd_evtchn *e, xbd_domid_t remote);
+int xbd_evtchn_bind_interdomain(struct xbd_evtchn *e, xbd_domid_t remote,
+				xbd_evtchn_port_t remote_port);
+int xbd_evtchn_unbind(struct xbd_evtchn *e, xbd_evtchn_port_t port);
+/* Send an event to the peer of port.  Coalesced: costs no syscall when the
+ * remote port is already pending. */
+int xbd_evtchn_notify(struct xbd_evtchn *e, xbd_evtchn_port_t port);
+/* Next pending port of this handle (>= 0), or -EAGAIN if none.  The port
+ * stays masked until xbd_evtchn_unmask(), as with xenevtchn. */
+int xbd_evtchn_pending(struct xbd_evtchn *e);
+int xbd_evtchn_unmask(struct xbd_evtchn *e, xbd_evtchn_port_t port);
+
+#endif

@@ -1,0 +1,30 @@
+#!/bin/sh
+# Install the Debian packages xbd needs to build, test and demo.
+# Idempotent and quiet when everything is present. Run as root (or with sudo).
+set -eu
+
+PKGS="gcc make pkg-config libc6-dev
+libxen-dev xen-utils-4.17 xenstore-utils
+liburing-dev libfuse3-dev fuse3
+libcmocka-dev python3 python3-pytest python3-pyxs
+fio nbdkit libnbd-dev
+clang valgrind util-linux procps psmisc"
+
+missing=""
+for p in $PKGS; do
+	if ! dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed"; then
+		missing="$missing $p"
+	fi
+done
+[ -z "$missing" ] && exit 0
+
+echo "xbd: installing missing packages:$missing"
+if [ "$(id -u)" != 0 ]; then
+	echo "xbd: need root to install packages (run as root or install them yourself)" >&2
+	exit 1
+fi
+export DEBIAN_FRONTEND=noninteractive
+# The package lists of a fresh machine are empty; refresh them once.
+apt-get update -qq
+# shellcheck disable=SC2086
+apt-get install -y -qq --no-install-recommends $missing >/dev/null
