@@ -84,8 +84,9 @@ struct local_domain {
 	int maptrack_fd;
 	/* lock protects the two bitmaps; taken by every gntshr handle's thread */
 	pthread_mutex_t lock;
-	uint64_t *ref_used;        /* LOCAL_NR_GRANTS bits */
+	uint64_t *ref_used;        /* LOCAL_NR_GRANTS bits (refs 0-7 always set) */
 	uint64_t *page_used;       /* mem_pages bits */
+	size_t ref_hint, page_hint; /* where the next search starts */
 };
 
 /* "rundir/dom<N>[/file]" into buf (PATH_MAX). */

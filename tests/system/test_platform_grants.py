@@ -161,3 +161,24 @@ def test_guest_scribbling_its_grant_table_cannot_hurt_the_backend(pair, rundir):
     assert backend.err("map 1 rw 100") == -errno.EINVAL
     assert backend.err("map 1 ro 101") == -errno.EINVAL
     assert backend.ok("copyfrom 1 100 0 16") == [str(-errno.EINVAL), "0"]
+
+
+def test_guest_holding_the_map_lock_cannot_hang_the_backend(pair, rundir):
+    """maptrack byte locks are taken without waiting for long: a guest that
+    holds one forever makes the map fail with EAGAIN, not hang."""
+    import fcntl
+    import os
+    import time
+    guest, backend = pair
+    area, refs = share(guest, 1, "rw")
+    ref = int(refs[0])
+    fd = os.open(os.path.join(rundir, "dom1", "maptrack"), os.O_RDWR)
+    try:
+        fcntl.lockf(fd, fcntl.LOCK_EX | fcntl.LOCK_NB, 1, ref, os.SEEK_SET)
+        t0 = time.monotonic()
+        assert backend.err(f"map 1 rw {ref}") == -errno.EAGAIN
+        assert time.monotonic() - t0 < 5
+    finally:
+        os.close(fd)
+    m = backend.ok(f"map 1 rw {ref}")[0]
+    backend.ok(f"unmap {m}")

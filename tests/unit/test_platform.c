@@ -336,6 +336,34 @@ static void test_evtchn_coalescing(void **state)
 	xbd_evtchn_close(b);
 }
 
+/* A 4-page domain: freed holes are found again (the search wraps), and
+ * exhaustion is -ENOMEM with nothing leaked. */
+static void test_allocator(void **state)
+{
+	struct fixture *f = *state;
+	struct xbd_domain *d;
+	struct xbd_gntshr *gs;
+	xbd_grant_ref_t refs[4];
+	uint8_t *pages[4], *two;
+
+	assert_int_equal(xbd_domain_create(f->p, 2, "small", 4 * XBD_PAGE_SIZE), 0);
+	assert_int_equal(xbd_domain_claim(f->p, 2, &d), 0);
+	assert_int_equal(xbd_gntshr_open(d, &gs), 0);
+	for (int i = 0; i < 4; i++)
+		assert_int_equal(xbd_gntshr_share_pages(gs, 0, 1, &refs[i], true,
+							(void **)&pages[i]), 0);
+	assert_int_equal(xbd_gntshr_share_pages(gs, 0, 1, refs, true, (void **)&two), -ENOMEM);
+	assert_int_equal(xbd_gntshr_unshare(gs, pages[1], 1), 0);
+	assert_int_equal(xbd_gntshr_unshare(gs, pages[2], 1), 0);
+	pages[1][0] = 0x5a;   /* freed pages come back zeroed */
+	assert_int_equal(xbd_gntshr_share_pages(gs, 0, 2, refs, true, (void **)&two), 0);
+	assert_ptr_equal(two, pages[1]);
+	assert_int_equal(two[0], 0);
+	assert_int_equal(xbd_gntshr_share_pages(gs, 0, 1, refs, true, (void **)&two), -ENOMEM);
+	xbd_gntshr_close(gs);
+	xbd_domain_release(d);
+}
+
 static void test_domain_rules(void **state)
 {
 	struct fixture *f = *state;
@@ -375,6 +403,7 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_readonly_map_faults, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_copy_batch, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_evtchn_coalescing, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_allocator, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_domain_rules, setup, teardown),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
