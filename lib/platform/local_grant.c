@@ -569,7 +569,7 @@ static int map_scattered(struct remote *r, const uint32_t *frames,
 		while (i + run < count && frames[i + run] == frames[i] + run)
 			run++;
 		if (mmap(base + (size_t)i * XBD_PAGE_SIZE, (size_t)run * XBD_PAGE_SIZE,
-			 prot, MAP_SHARED | MAP_FIXED, r->mem_fd,
+			 prot, MAP_SHARED | MAP_FIXED | MAP_POPULATE, r->mem_fd,
 			 (off_t)frames[i] * XBD_PAGE_SIZE) == MAP_FAILED) {
 			int rc = -errno;
 
