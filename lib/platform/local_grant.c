@@ -309,6 +309,8 @@ void local_gntshr_close(struct xbd_gntshr *pub)
 struct remote {
 	struct remote *next;
 	xbd_domid_t domid;
+	bool stale;                   /* the domain died: kept for old maps only */
+	const struct local_state *state;
 	int mem_fd;
 	size_t mem_pages;
 	uint8_t *ro_view, *rw_view;   /* whole memory file */
@@ -370,6 +372,8 @@ static void remote_free(struct remote *r)
 		close(r->mem_fd);
 	if (r->maptrack_fd >= 0)
 		close(r->maptrack_fd);   /* drops our byte locks */
+	if (r->state)
+		munmap((void *)r->state, sizeof(*r->state));
 	free(r->pins);
 	free(r);
 }
@@ -409,10 +413,17 @@ static int remote_get(struct local_gnttab *gt, xbd_domid_t domid, struct remote 
 	int rc;
 
 	for (r = gt->remotes; r; r = r->next) {
-		if (r->domid == domid) {
-			*out = r;
-			return 0;
+		if (r->domid != domid || r->stale)
+			continue;
+		/* A domain destroyed (and maybe created again with the same id)
+		 * since we cached it: its areas keep the old files, new maps
+		 * and copies must use the new domain. */
+		if (__atomic_load_n(&r->state->dying, __ATOMIC_ACQUIRE)) {
+			r->stale = true;
+			continue;
 		}
+		*out = r;
+		return 0;
 	}
 	rc = local_domain_ensure(p, domid);
 	if (rc)
@@ -422,6 +433,9 @@ static int remote_get(struct local_gnttab *gt, xbd_domid_t domid, struct remote 
 		return -ENOMEM;
 	r->domid = domid;
 	r->mem_fd = r->maptrack_fd = -1;
+	rc = local_map_state(p, domid, &r->state);
+	if (rc)
+		goto out;
 	rc = remote_views(p, r);
 	if (rc)
 		goto out;

@@ -146,3 +146,20 @@ def test_scribbled_port_table_cannot_crash_the_peer(channel, rundir):
     backend.ok(f"notify {bport}")
     assert guest.ok(f"wait {QUIET_MS}") == ["timeout"]
     assert guest.err(f"pending") == -errno.EAGAIN
+
+
+def test_backend_handle_follows_a_recreated_domain(channel, helpers):
+    guest, gport, backend, bport = channel
+    guest.kill()
+    tool = helpers.start("tool")
+    tool.ok("destroy 1")
+    tool.ok(f"create 1 again {MiB}")
+    assert backend.err(f"bind 1 {gport}") == -errno.EINVAL   # new domain: port free
+    heir = helpers.start("heir")
+    heir.ok("claim 1")
+    heir.ok("evtchn 1")
+    hport = int(heir.ok("unbound 0")[0])
+    port = int(backend.ok(f"bind 1 {hport}")[0])
+    backend.ok(f"notify {port}")
+    assert heir.ok("wait 5000") == ["ready"]
+    assert heir.ok("pending") == [str(hport)]

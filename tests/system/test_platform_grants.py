@@ -182,3 +182,30 @@ def test_guest_holding_the_map_lock_cannot_hang_the_backend(pair, rundir):
         os.close(fd)
     m = backend.ok(f"map 1 rw {ref}")[0]
     backend.ok(f"unmap {m}")
+
+
+def test_backend_follows_a_recreated_domain(pair, helpers):
+    """Domain 1 is destroyed and created again while the backend's handle
+    is open: the same ref now names the new domain's grant and memory, and
+    the mapping of the old one stays readable until unmapped."""
+    guest, backend = pair
+    area, refs = share(guest, 1, "rw")
+    guest.ok(f"fill {area} 0 17")
+    old = backend.ok(f"map 1 ro {refs[0]}")[0]
+    guest.kill()
+    tool = helpers.start("tool")
+    tool.ok("destroy 1")
+    tool.ok("create 1 again 1048576")
+    heir = helpers.start("heir")
+    heir.ok("claim 1")
+    heir.ok("gntshr")
+    area2, refs2 = share(heir, 1, "rw")
+    assert refs2 == refs                      # the same ref number...
+    heir.ok(f"fill {area2} 0 34")
+    new = backend.ok(f"map 1 ro {refs2[0]}")[0]
+    assert backend.ok(f"mpeek {new} 0") == ["34"]   # ...names the new page
+    assert backend.ok(f"copyfrom 1 {refs2[0]} 0 1") == ["0", "34"]
+    assert backend.ok(f"mpeek {old} 0") == ["17"]
+    backend.ok(f"unmap {old}")
+    backend.ok(f"unmap {new}")
+    heir.ok(f"unshare {area2}")
