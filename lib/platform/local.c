@@ -241,7 +241,9 @@ static int local_domain_create(struct xbd_platform *p, xbd_domid_t domid,
 	struct stat st;
 	char path[PATH_MAX];
 
-	if (domid > XBD_DOMID_MAX || !valid_name(name) || mem_bytes == 0 ||
+	if (mem_bytes == 0)
+		mem_bytes = XBD_DEFAULT_MEMORY;
+	if (domid > XBD_DOMID_MAX || !valid_name(name) ||
 	    mem_bytes % XBD_PAGE_SIZE || mem_bytes > LOCAL_MAX_MEMORY)
 		return -EINVAL;
 	local_path(p, domid, NULL, path);

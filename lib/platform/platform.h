@@ -98,10 +98,12 @@ struct xbd_domain_info {
 
 /*
  * Local only (xen: -EOPNOTSUPP): create $rundir/dom<domid>/ with a sparse
- * memory file of mem_bytes (page multiple, > 0), an empty grant table and
- * event-channel state.  -EEXIST if the domain exists, -EINVAL for a domid
- * above XBD_DOMID_MAX or a bad size or name.  Domain 0 needs no creation:
- * any handle opened for self=0 creates dom0/ on demand (without memory).
+ * memory file of mem_bytes (a page multiple up to 1 TiB; 0 means
+ * XBD_DEFAULT_MEMORY), an empty grant table and event-channel state.
+ * name: 1-63 printable characters, no '/' or blanks.  -EEXIST if the
+ * domain exists, -EINVAL for a domid above XBD_DOMID_MAX or a bad size or
+ * name.  Domain 0 needs no creation: any handle opened for self=0 creates
+ * dom0/ on demand (without memory).
  */
 int xbd_domain_create(struct xbd_platform *p, xbd_domid_t domid,
 		      const char *name, uint64_t mem_bytes);

@@ -381,7 +381,11 @@ static void test_domain_rules(void **state)
 	assert_int_equal(info.memory, 0);
 	assert_int_equal(xbd_domain_get_info(f->p, XBD_DOMID_MAX + 1, &info), -EINVAL);
 	assert_int_equal(xbd_domain_destroy(f->p, 1, false), -EBUSY);
-	assert_int_equal(xbd_domain_create(f->p, 2, "two", 0), -EINVAL);
+	assert_int_equal(xbd_domain_create(f->p, 3, "dflt", 0), 0);   /* 0: default */
+	assert_int_equal(xbd_domain_get_info(f->p, 3, &info), 0);
+	assert_int_equal(info.memory, XBD_DEFAULT_MEMORY);
+	assert_int_equal(xbd_domain_create(f->p, 3, "dflt", 0), -EEXIST);
+	assert_int_equal(xbd_domain_create(f->p, 2, "two", 3000), -EINVAL);
 	assert_int_equal(xbd_domain_create(f->p, 2, "", MiB), -EINVAL);
 	assert_int_equal(xbd_domain_create(f->p, 2, NULL, MiB), -EINVAL);
 	assert_int_equal(xbd_domain_create(f->p, 2, "two", MiB), 0);
