@@ -9,6 +9,7 @@
  * process dies, which is what lets a later claim take over.
  */
 #include <ctype.h>
+#include <stddef.h>
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -117,6 +118,18 @@ int local_open_grant_tables(const struct xbd_platform *p, xbd_domid_t domid,
 	return *maptrack_fd < 0 ? *maptrack_fd : 0;
 }
 
+int local_map_state(const struct xbd_platform *p, xbd_domid_t domid,
+		    const struct local_state **out)
+{
+	void *m;
+	int rc = local_map_file(p, domid, "state", sizeof(struct local_state),
+				PROT_READ, &m);
+
+	if (!rc)
+		*out = m;
+	return rc;
+}
+
 /* ---- creation ---- */
 
 static int write_file(int dirfd, const char *name, const void *data,
@@ -159,6 +172,8 @@ static int populate(int dfd, const char *name, uint64_t mem_bytes)
 	n = snprintf(info, sizeof(info), "name=%s\nmemory=%" PRIu64 "\n",
 		     name, mem_bytes);
 	rc = write_file(dfd, "info", info, (size_t)n, 0);
+	if (!rc)
+		rc = write_file(dfd, "state", NULL, 0, sizeof(struct local_state));
 	if (!rc)
 		rc = write_file(dfd, "claim", NULL, 0, 0);
 	if (!rc)
@@ -226,7 +241,9 @@ static int local_domain_create(struct xbd_platform *p, xbd_domid_t domid,
 	struct stat st;
 	char path[PATH_MAX];
 
-	if (domid > XBD_DOMID_MAX || !valid_name(name) || mem_bytes == 0 ||
+	if (mem_bytes == 0)
+		mem_bytes = XBD_DEFAULT_MEMORY;
+	if (domid > XBD_DOMID_MAX || !valid_name(name) ||
 	    mem_bytes % XBD_PAGE_SIZE || mem_bytes > LOCAL_MAX_MEMORY)
 		return -EINVAL;
 	local_path(p, domid, NULL, path);
@@ -237,10 +254,15 @@ static int local_domain_create(struct xbd_platform *p, xbd_domid_t domid,
 
 static bool is_dying(const struct xbd_platform *p, xbd_domid_t domid)
 {
-	char path[PATH_MAX];
+	uint32_t dying = 0;
+	int fd = local_open(p, domid, "state", O_RDONLY);
 
-	local_path(p, domid, "dying", path);
-	return access(path, F_OK) == 0;
+	if (fd < 0)
+		return fd != -ENOENT;   /* an unreadable domain is not usable */
+	if (pread(fd, &dying, sizeof(dying), offsetof(struct local_state, dying)) < 0)
+		dying = 1;
+	close(fd);
+	return dying != 0;
 }
 
 int local_domain_ensure(struct xbd_platform *p, xbd_domid_t domid)
@@ -325,6 +347,21 @@ static int local_domain_get_info(struct xbd_platform *p, xbd_domid_t domid,
 
 /* ---- destruction ---- */
 
+/* Tell every process that has the domain's files mapped (their caches see
+ * state->dying without a syscall), then new openers (is_dying). */
+static int mark_dying(const struct xbd_platform *p, xbd_domid_t domid)
+{
+	uint32_t one = 1;
+	int fd = local_open(p, domid, "state", O_RDWR), rc = 0;
+
+	if (fd < 0)
+		return fd;
+	if (pwrite(fd, &one, sizeof(one), offsetof(struct local_state, dying)) != sizeof(one))
+		rc = -EIO;
+	close(fd);
+	return rc;
+}
+
 static int local_domain_destroy(struct xbd_platform *p, xbd_domid_t domid, bool force)
 {
 	static unsigned int counter;
@@ -342,8 +379,9 @@ static int local_domain_destroy(struct xbd_platform *p, xbd_domid_t domid, bool 
 		rc = -EBUSY;
 		goto out;
 	}
-	local_path(p, domid, "dying", path);
-	close(open(path, O_WRONLY | O_CREAT | O_CLOEXEC, 0644));
+	rc = mark_dying(p, domid);
+	if (rc)
+		goto out;
 	local_path(p, domid, NULL, path);
 	snprintf(dead, sizeof(dead), "%s/.dead.dom%u.%d.%u", p->rundir, domid,
 		 (int)getpid(), __atomic_fetch_add(&counter, 1, __ATOMIC_RELAXED));

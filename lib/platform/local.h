@@ -6,8 +6,10 @@
  *
  * $XBD_RUNDIR/dom<N>/ holds, for domain N:
  *   info         "name=...\nmemory=...\n", written once at creation
+ *   state        struct local_state (one page): dying is set by destroy
+ *                before the directory goes, so processes with cached
+ *                mappings of a dead domain's files notice without a syscall
  *   claim        OFD-write-locked by the claiming process; holds its pid
- *   dying        present once destruction has begun
  *   memory       the guest's memory, sparse, page-granular (size = memory)
  *   gnttab       LOCAL_NR_GRANTS grant_entry_v1 entries, written by the guest
  *   active       LOCAL_NR_GRANTS uint64 pin counts ("hypervisor" state:
@@ -54,6 +56,15 @@ static inline grant_entry_v1_t gent_unpack(uint64_t v)
 
 #define ACTIVE_WRITER (1ull << 32)
 
+struct local_state {
+	uint32_t dying;        /* 0, then 1 for ever */
+	uint32_t pad[1023];
+};
+
+/* Map dom<N>/state read-only (cached handles check ->dying). */
+int local_map_state(const struct xbd_platform *p, xbd_domid_t domid,
+		    const struct local_state **out);
+
 /* One event-channel port in dom<N>/evtchn.  bind is written by the owner
  * and, on connect/disconnect, by the peer (CAS); flags by any notifier. */
 struct local_port {
@@ -84,8 +95,9 @@ struct local_domain {
 	int maptrack_fd;
 	/* lock protects the two bitmaps; taken by every gntshr handle's thread */
 	pthread_mutex_t lock;
-	uint64_t *ref_used;        /* LOCAL_NR_GRANTS bits */
+	uint64_t *ref_used;        /* LOCAL_NR_GRANTS bits (refs 0-7 always set) */
 	uint64_t *page_used;       /* mem_pages bits */
+	size_t ref_hint, page_hint; /* where the next search starts */
 };
 
 /* "rundir/dom<N>[/file]" into buf (PATH_MAX). */

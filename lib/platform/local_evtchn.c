@@ -41,6 +41,8 @@
 struct ev_domain {
 	struct ev_domain *next;
 	xbd_domid_t domid;
+	bool stale;                 /* the domain died; a new one gets a new entry */
+	const struct local_state *state;
 	struct local_port *ports;
 	int fifo[LOCAL_NR_SLOTS];   /* -1: not opened yet */
 };
@@ -67,6 +69,8 @@ static void ev_domain_free(struct ev_domain *ed)
 	}
 	if (ed->ports)
 		munmap(ed->ports, PORTS_LEN);
+	if (ed->state)
+		munmap((void *)ed->state, sizeof(*ed->state));
 	free(ed);
 }
 
@@ -78,10 +82,14 @@ static int ev_domain_get(struct local_evtchn *e, xbd_domid_t domid,
 	int rc;
 
 	for (ed = e->doms; ed; ed = ed->next) {
-		if (ed->domid == domid) {
-			*out = ed;
-			return 0;
+		if (ed->domid != domid || ed->stale)
+			continue;
+		if (ed != e->own && __atomic_load_n(&ed->state->dying, __ATOMIC_ACQUIRE)) {
+			ed->stale = true;   /* destroyed, maybe re-created: look again */
+			continue;
 		}
+		*out = ed;
+		return 0;
 	}
 	rc = local_domain_ensure(e->pub.p, domid);
 	if (rc)
@@ -92,8 +100,10 @@ static int ev_domain_get(struct local_evtchn *e, xbd_domid_t domid,
 	ed->domid = domid;
 	for (unsigned int s = 0; s < LOCAL_NR_SLOTS; s++)
 		ed->fifo[s] = -1;
-	rc = local_map_file(e->pub.p, domid, "evtchn", PORTS_LEN,
-			    PROT_READ | PROT_WRITE, &m);
+	rc = local_map_state(e->pub.p, domid, &ed->state);
+	if (!rc)
+		rc = local_map_file(e->pub.p, domid, "evtchn", PORTS_LEN,
+				    PROT_READ | PROT_WRITE, &m);
 	if (rc) {
 		ev_domain_free(ed);
 		return rc;

@@ -34,6 +34,7 @@
 #include <string.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "platform/local.h"
@@ -49,10 +50,14 @@ static bool cas64(uint64_t *p, uint64_t *expected, uint64_t desired)
 int local_revoke_ref(struct local_domain *d, xbd_grant_ref_t ref)
 {
 	uint64_t old = __atomic_load_n(&d->gnttab[ref], __ATOMIC_SEQ_CST);
-	int rc;
+	int rc, tries = 0;
 
-	while (!cas64(&d->gnttab[ref], &old, 0))
-		;   /* only our own threads write our entries */
+	/* Mappers CAS the entry too (GTF bits), briefly; one that never stops
+	 * just makes the grant look busy. */
+	while (!cas64(&d->gnttab[ref], &old, 0)) {
+		if (++tries == CAS_TRIES)
+			return -EBUSY;
+	}
 	if (__atomic_load_n(&d->active[ref], __ATOMIC_SEQ_CST) == 0)
 		return 0;
 	/* Pinned.  A live mapper holds the byte lock; a dead one does not. */
@@ -82,10 +87,18 @@ struct share_area {
 	xbd_grant_ref_t refs[];
 };
 
+#define AREA_BUCKETS 1024
+
+/* Areas and maps are found by address: hash on the page number. */
+static size_t bucket(const void *addr)
+{
+	return ((uintptr_t)addr / XBD_PAGE_SIZE) % AREA_BUCKETS;
+}
+
 struct local_gntshr {
 	struct xbd_gntshr pub;
 	struct local_domain *d;
-	struct share_area *areas;   /* owned by the handle's thread */
+	struct share_area *areas[AREA_BUCKETS];   /* owned by the handle's thread */
 };
 
 int local_gntshr_open(struct xbd_domain *dom, struct xbd_gntshr **out)
@@ -113,37 +126,65 @@ static void bit_assign(uint64_t *map, size_t i, bool v)
 		map[i / 64] &= ~(1ull << (i % 64));
 }
 
-/* First fit of count consecutive free pages; d->lock held. */
-static int alloc_pages(struct local_domain *d, unsigned int count, uint32_t *first)
+/*
+ * First run of count clear bits in map[nbits], searching from *hint and
+ * wrapping once; full words are skipped 64 bits at a time.  Sets the bits
+ * and moves *hint past them.  Returns the first bit or -ENOMEM.
+ */
+static long take_run(uint64_t *map, size_t nbits, unsigned int count, size_t *hint)
 {
-	size_t run = 0;
+	size_t run = 0, first = 0, i = *hint < nbits ? *hint : 0;
 
-	for (size_t i = 0; i < d->mem_pages; i++) {
-		run = bit_test(d->page_used, i) ? 0 : run + 1;
+	for (size_t seen = 0; seen < nbits; seen++, i++) {
+		if (i == nbits)
+			i = run = 0;   /* a run does not wrap */
+		if (i % 64 == 0 && i + 64 <= nbits && map[i / 64] == ~0ull) {
+			run = 0;
+			seen += 63;
+			i += 63;
+			continue;
+		}
+		if (bit_test(map, i)) {
+			run = 0;
+			continue;
+		}
+		if (run++ == 0)
+			first = i;
 		if (run == count) {
-			*first = (uint32_t)(i + 1 - count);
-			for (size_t j = *first; j <= i; j++)
-				bit_assign(d->page_used, j, true);
-			return 0;
+			for (size_t j = first; j <= i; j++)
+				bit_assign(map, j, true);
+			*hint = i + 1;
+			return (long)first;
 		}
 	}
 	return -ENOMEM;
 }
 
-/* count free grant refs (not necessarily consecutive); d->lock held. */
-static int alloc_refs(struct local_domain *d, unsigned int count, xbd_grant_ref_t *refs)
+/* count consecutive free pages and count free refs; d->lock held. */
+static int alloc_grants(struct local_domain *d, unsigned int count,
+			uint32_t *first, xbd_grant_ref_t *refs)
 {
-	unsigned int n = 0;
+	long frame = take_run(d->page_used, d->mem_pages, count, &d->page_hint);
+	unsigned int n;
 
-	for (uint32_t r = LOCAL_NR_RESERVED; r < LOCAL_NR_GRANTS && n < count; r++) {
-		if (!bit_test(d->ref_used, r))
-			refs[n++] = r;
-	}
-	if (n < count)
+	if (frame < 0)
 		return -ENOMEM;
+	for (n = 0; n < count; n++) {
+		long ref = take_run(d->ref_used, LOCAL_NR_GRANTS, 1, &d->ref_hint);
+
+		if (ref < 0)
+			break;
+		refs[n] = (xbd_grant_ref_t)ref;
+	}
+	if (n == count) {
+		*first = (uint32_t)frame;
+		return 0;
+	}
+	while (n-- > 0)
+		bit_assign(d->ref_used, refs[n], false);
 	for (n = 0; n < count; n++)
-		bit_assign(d->ref_used, refs[n], true);
-	return 0;
+		bit_assign(d->page_used, (size_t)frame + n, false);
+	return -ENOMEM;
 }
 
 int local_gntshr_share_pages(struct xbd_gntshr *pub, xbd_domid_t remote,
@@ -162,13 +203,7 @@ int local_gntshr_share_pages(struct xbd_gntshr *pub, xbd_domid_t remote,
 	if (!a)
 		return -ENOMEM;
 	pthread_mutex_lock(&d->lock);
-	rc = alloc_pages(d, count, &first);
-	if (!rc) {
-		rc = alloc_refs(d, count, a->refs);
-		if (rc)
-			for (unsigned int i = 0; i < count; i++)
-				bit_assign(d->page_used, first + i, false);
-	}
+	rc = alloc_grants(d, count, &first, a->refs);
 	pthread_mutex_unlock(&d->lock);
 	if (rc) {
 		free(a);
@@ -186,8 +221,8 @@ int local_gntshr_share_pages(struct xbd_gntshr *pub, xbd_domid_t remote,
 				 gent_pack(flags, remote, first + i), __ATOMIC_SEQ_CST);
 		refs[i] = a->refs[i];
 	}
-	a->next = gs->areas;
-	gs->areas = a;
+	a->next = gs->areas[bucket(a->addr)];
+	gs->areas[bucket(a->addr)] = a;
 	*addr = a->addr;
 	return 0;
 }
@@ -231,7 +266,7 @@ int local_gntshr_unshare(struct xbd_gntshr *pub, void *addr, unsigned int count)
 	struct share_area **pp, *a;
 	int rc;
 
-	for (pp = &gs->areas; (a = *pp) != NULL; pp = &a->next) {
+	for (pp = &gs->areas[bucket(addr)]; (a = *pp) != NULL; pp = &a->next) {
 		if (a->addr == addr && a->count == count)
 			break;
 	}
@@ -252,12 +287,14 @@ void local_gntshr_close(struct xbd_gntshr *pub)
 
 	/* Areas still mapped by a peer stay allocated (the refs and pages
 	 * remain marked used) until the domain is released. */
-	for (a = gs->areas; a; a = next) {
-		next = a->next;
-		if (revoke_area(gs->d, a) == 0)
-			free_area(gs->d, a);
-		else
-			free(a);
+	for (size_t b = 0; b < AREA_BUCKETS; b++) {
+		for (a = gs->areas[b]; a; a = next) {
+			next = a->next;
+			if (revoke_area(gs->d, a) == 0)
+				free_area(gs->d, a);
+			else
+				free(a);
+		}
 	}
 	free(gs);
 }
@@ -272,6 +309,8 @@ void local_gntshr_close(struct xbd_gntshr *pub)
 struct remote {
 	struct remote *next;
 	xbd_domid_t domid;
+	bool stale;                   /* the domain died: kept for old maps only */
+	const struct local_state *state;
 	int mem_fd;
 	size_t mem_pages;
 	uint8_t *ro_view, *rw_view;   /* whole memory file */
@@ -292,19 +331,12 @@ struct map_area {
 	xbd_grant_ref_t refs[];
 };
 
-#define MAP_BUCKETS 1024
-
 struct local_gnttab {
 	struct xbd_gnttab pub;
 	xbd_domid_t self;
 	struct remote *remotes;
-	struct map_area *maps[MAP_BUCKETS];
+	struct map_area *maps[AREA_BUCKETS];
 };
-
-static size_t bucket(const void *addr)
-{
-	return ((uintptr_t)addr / XBD_PAGE_SIZE) % MAP_BUCKETS;
-}
 
 int local_gnttab_open(struct xbd_platform *p, xbd_domid_t self,
 		      struct xbd_gnttab **out)
@@ -340,6 +372,8 @@ static void remote_free(struct remote *r)
 		close(r->mem_fd);
 	if (r->maptrack_fd >= 0)
 		close(r->maptrack_fd);   /* drops our byte locks */
+	if (r->state)
+		munmap((void *)r->state, sizeof(*r->state));
 	free(r->pins);
 	free(r);
 }
@@ -379,10 +413,17 @@ static int remote_get(struct local_gnttab *gt, xbd_domid_t domid, struct remote 
 	int rc;
 
 	for (r = gt->remotes; r; r = r->next) {
-		if (r->domid == domid) {
-			*out = r;
-			return 0;
+		if (r->domid != domid || r->stale)
+			continue;
+		/* A domain destroyed (and maybe created again with the same id)
+		 * since we cached it: its areas keep the old files, new maps
+		 * and copies must use the new domain. */
+		if (__atomic_load_n(&r->state->dying, __ATOMIC_ACQUIRE)) {
+			r->stale = true;
+			continue;
 		}
+		*out = r;
+		return 0;
 	}
 	rc = local_domain_ensure(p, domid);
 	if (rc)
@@ -392,6 +433,9 @@ static int remote_get(struct local_gnttab *gt, xbd_domid_t domid, struct remote 
 		return -ENOMEM;
 	r->domid = domid;
 	r->mem_fd = r->maptrack_fd = -1;
+	rc = local_map_state(p, domid, &r->state);
+	if (rc)
+		goto out;
 	rc = remote_views(p, r);
 	if (rc)
 		goto out;
@@ -465,6 +509,26 @@ static void unpin(struct remote *r, xbd_grant_ref_t ref, bool writable)
 		local_lock_byte(r->maptrack_fd, ref, F_UNLCK, false);
 }
 
+/*
+ * Take the shared byte lock that marks ref as mapped by a live handle.  A
+ * revoke holds the write lock for a few microseconds; the guest could hold
+ * it forever, so we retry for about 10 ms and then give up with -EAGAIN
+ * rather than hang the backend.
+ */
+static int lock_for_map(int fd, xbd_grant_ref_t ref)
+{
+	const struct timespec pause = { .tv_nsec = 50 * 1000 };
+	int rc;
+
+	for (int i = 0; i < 200; i++) {
+		rc = local_lock_byte(fd, ref, F_RDLCK, false);
+		if (rc != -EAGAIN)
+			return rc;
+		nanosleep(&pause, NULL);
+	}
+	return -EAGAIN;
+}
+
 /* Pin one grant for mapping; *frame gets the validated frame. */
 static int pin(struct remote *r, xbd_domid_t self, xbd_grant_ref_t ref,
 	       bool writable, uint32_t *frame)
@@ -477,7 +541,7 @@ static int pin(struct remote *r, xbd_domid_t self, xbd_grant_ref_t ref,
 	if (r->pins[ref] == UINT32_MAX)
 		return -ENOSPC;
 	if (r->pins[ref] == 0) {
-		rc = local_lock_byte(r->maptrack_fd, ref, F_RDLCK, true);
+		rc = lock_for_map(r->maptrack_fd, ref);
 		if (rc)
 			return rc;
 	}
@@ -519,7 +583,7 @@ static int map_scattered(struct remote *r, const uint32_t *frames,
 		while (i + run < count && frames[i + run] == frames[i] + run)
 			run++;
 		if (mmap(base + (size_t)i * XBD_PAGE_SIZE, (size_t)run * XBD_PAGE_SIZE,
-			 prot, MAP_SHARED | MAP_FIXED, r->mem_fd,
+			 prot, MAP_SHARED | MAP_FIXED | MAP_POPULATE, r->mem_fd,
 			 (off_t)frames[i] * XBD_PAGE_SIZE) == MAP_FAILED) {
 			int rc = -errno;
 
@@ -627,7 +691,7 @@ void local_gnttab_close(struct xbd_gnttab *pub)
 	struct remote *r, *rn;
 	struct map_area *a, *an;
 
-	for (size_t b = 0; b < MAP_BUCKETS; b++) {
+	for (size_t b = 0; b < AREA_BUCKETS; b++) {
 		for (a = gt->maps[b]; a; a = an) {
 			an = a->next;
 			area_release(a);

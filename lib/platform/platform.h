@@ -15,7 +15,15 @@
  *   - logs nothing (errors are for the caller to report);
  *   - handles are not shared between threads unless the call says so
  *     (open one handle per thread, as the queue threads do);
- *   - handles do not survive fork(): the child must open its own.
+ *   - handles do not survive fork(): the child must open its own;
+ *   - ownership: every handle is owned by its opener and freed by its
+ *     close/release call, which also undoes what the handle still holds
+ *     (mappings, shared pages, bound ports).  Close the handles opened from
+ *     a platform (and the gntshr handles of a domain) before closing the
+ *     platform (releasing the domain).  Addresses returned by share/map
+ *     belong to the handle: never munmap or free them.
+ * Common errors: -EINVAL for a domid above XBD_DOMID_MAX or a NULL/zero
+ * argument; -ENOENT (local) for a domain that does not exist or is dying.
  */
 #ifndef XBD_PLATFORM_H
 #define XBD_PLATFORM_H
@@ -61,9 +69,13 @@ enum xbd_platform_kind xbd_platform_kind_detect(const char *gntdev_path,
 /*
  * Open the platform.  rundir: the local machine's directory; NULL means
  * $XBD_RUNDIR, or XBD_DEFAULT_RUNDIR when unset.  The local platform creates
- * rundir (mode 0755) if missing and fails with -EACCES/-ENOTDIR/-EROFS when
- * it cannot be used.  The xen platform ignores rundir except for naming.
- * The handle may be shared by threads; the handles opened from it may not.
+ * rundir (mode 0755, one level) if missing and fails with -ENOENT (parent
+ * missing), -EACCES, -ENOTDIR or -EROFS when it cannot be used, and
+ * -ENAMETOOLONG for a path longer than about PATH_MAX - 256.  The xen
+ * platform ignores rundir except for naming and fails with -ENODEV without
+ * a hypervisor.  -EINVAL for an unknown kind.  *out is freed by
+ * xbd_platform_close().  The handle may be shared by threads; the handles
+ * opened from it may not.
  */
 int xbd_platform_open(enum xbd_platform_kind kind, const char *rundir,
 		      struct xbd_platform **out);
@@ -86,10 +98,12 @@ struct xbd_domain_info {
 
 /*
  * Local only (xen: -EOPNOTSUPP): create $rundir/dom<domid>/ with a sparse
- * memory file of mem_bytes (page multiple, > 0), an empty grant table and
- * event-channel state.  -EEXIST if the domain exists, -EINVAL for a domid
- * above XBD_DOMID_MAX or a bad size or name.  Domain 0 needs no creation:
- * any handle opened for self=0 creates dom0/ on demand (without memory).
+ * memory file of mem_bytes (a page multiple up to 1 TiB; 0 means
+ * XBD_DEFAULT_MEMORY), an empty grant table and event-channel state.
+ * name: 1-63 printable characters, no '/' or blanks.  -EEXIST if the
+ * domain exists, -EINVAL for a domid above XBD_DOMID_MAX or a bad size or
+ * name.  Domain 0 needs no creation: any handle opened for self=0 creates
+ * dom0/ on demand (without memory).
  */
 int xbd_domain_create(struct xbd_platform *p, xbd_domid_t domid,
 		      const char *name, uint64_t mem_bytes);
@@ -97,7 +111,8 @@ int xbd_domain_create(struct xbd_platform *p, xbd_domid_t domid,
  * live process has it claimed (unless force), -ENOENT if absent. */
 int xbd_domain_destroy(struct xbd_platform *p, xbd_domid_t domid, bool force);
 /* Both platforms: fills *info; info->exists=false (and 0 returned) for a
- * domain that does not exist. */
+ * domain that does not exist.  Local: domain 0 always exists (created on
+ * demand); claimed_by is -1 for a claim whose pid is not written yet. */
 int xbd_domain_get_info(struct xbd_platform *p, xbd_domid_t domid,
 			struct xbd_domain_info *info);
 
@@ -106,8 +121,12 @@ int xbd_domain_get_info(struct xbd_platform *p, xbd_domid_t domid,
  * grant pages, allocate event channels as that domain).  One live claimer
  * at a time: a second claim fails with -EBUSY; a claim left by a dead
  * process is taken over.  The claim ends with xbd_domain_release() or the
- * process's death.  On xen, claiming the domain the process runs in always
- * succeeds and any other domid fails with -EPERM.
+ * process's death.  -ENOENT if the domain does not exist or is dying.
+ * Local: the claimer inherits the previous claimer's grant table; grants
+ * nobody maps are revoked, grants still mapped stay reserved.  On xen,
+ * claiming the domain the process runs in always succeeds and any other
+ * domid fails with -EPERM.  Release after closing the domain's gntshr
+ * handles; release frees *d.
  */
 struct xbd_domain;
 int xbd_domain_claim(struct xbd_platform *p, xbd_domid_t domid,
@@ -130,8 +149,11 @@ void xbd_gntshr_close(struct xbd_gntshr *gs);
 /*
  * Allocate count pages of the domain's memory, contiguous in this process,
  * zero-filled, and grant each to domain remote (read-only unless writable).
- * refs[count] receives the grant references; *addr the mapping.
- * -ENOMEM when the domain's memory or grant table is exhausted.
+ * refs[count] receives the grant references; *addr the mapping, owned by
+ * the handle and valid until xbd_gntshr_unshare() succeeds on it.
+ * -ENOMEM when the domain's memory (local: count consecutive pages) or
+ * grant table is exhausted; -EINVAL for count 0 or remote > XBD_DOMID_MAX.
+ * Local: no syscall (the memory file is mapped once at claim).
  */
 int xbd_gntshr_share_pages(struct xbd_gntshr *gs, xbd_domid_t remote,
 			   unsigned int count, xbd_grant_ref_t *refs,
@@ -150,7 +172,8 @@ int xbd_gntshr_unshare(struct xbd_gntshr *gs, void *addr, unsigned int count);
 
 struct xbd_gnttab;
 /* self: the domain this process acts as (the backend domain).  The local
- * platform checks grants against it; xen ignores it (the hypervisor knows). */
+ * platform checks grants against it (it must exist: -ENOENT; domain 0 is
+ * created on demand); xen ignores it (the hypervisor knows). */
 int xbd_gnttab_open(struct xbd_platform *p, xbd_domid_t self,
 		    struct xbd_gnttab **out);
 /* Unmaps everything this handle still has mapped. */
@@ -162,7 +185,14 @@ void xbd_gnttab_close(struct xbd_gnttab *gt);
  * this handle's domain (-EPERM otherwise), a writable map needs a writable
  * grant (-EPERM), a ref must be in range and in use (-EINVAL).  All or
  * nothing: on error nothing stays mapped.  A read-only map has no write
- * permission (a store faults).
+ * permission (a store faults).  -ENOENT: no such remote domain (local).
+ * -EAGAIN (local): the entry kept changing, or the guest held the grant's
+ * lock for more than about 10 ms.  *addr is owned by the handle until
+ * xbd_gnttab_unmap() (or close).  Local: a map of one grant, or of grants
+ * with consecutive frames, costs no mmap (a pointer into a view of the
+ * remote memory mapped once per handle); the handle's first map of a ref
+ * costs one fcntl.  The same grant mapped twice may return the same
+ * address: unmap once per map.
  */
 int xbd_gnttab_map(struct xbd_gnttab *gt, xbd_domid_t remote, unsigned int count,
 		   const xbd_grant_ref_t *refs, int prot, void **addr);
@@ -190,7 +220,10 @@ struct xbd_gnttab_copy_seg {
  * Grant copy, batched (like xengnttab_grant_copy): each segment copies len
  * bytes within one page of a grant; copying into a grant needs a writable
  * grant.  Returns 0 when the batch was processed (per-segment results in
- * status) or -errno when it could not be attempted.
+ * status) or -errno when it could not be attempted.  Segment status: 0,
+ * -EINVAL (offset + len > XBD_PAGE_SIZE, bad ref or flags, NULL virt),
+ * -EPERM (grant for another domain, or read-only and written), -ENOENT
+ * (local) / -ESRCH (xen) for an unknown domain.  Local: no syscall.
  */
 int xbd_gnttab_copy(struct xbd_gnttab *gt, unsigned int count,
 		    struct xbd_gnttab_copy_seg *segs);
@@ -200,24 +233,34 @@ int xbd_gnttab_copy(struct xbd_gnttab *gt, unsigned int count,
 /* ------------------------------------------------------------------ */
 
 struct xbd_evtchn;
-/* self: the domain this process acts as (must be claimed or be the backend
- * domain on local; ignored on xen). */
+/* self: the domain this process acts as (local: any existing domain, domain
+ * 0 created on demand, -ENOENT otherwise; at most 256 handles per domain,
+ * then -EMFILE; ignored on xen). */
 int xbd_evtchn_open(struct xbd_platform *p, xbd_domid_t self,
 		    struct xbd_evtchn **out);
 /* Unbinds every port of this handle. */
 void xbd_evtchn_close(struct xbd_evtchn *e);
 /* The handle's pollable fd: readable when a port of this handle is pending. */
 int xbd_evtchn_fd(struct xbd_evtchn *e);
-/* Returns the new local port (>= 0) or -errno. */
+/* Returns the new local port (> 0) or -errno: -ENOSPC when the domain's
+ * ports are exhausted, -ENOENT for an unknown remote (local).
+ * bind_interdomain: remote_port must be unbound and offered to this domain:
+ * -EINVAL if it is out of range, free or connected, -EPERM if offered to
+ * another domain.  Ports start unmasked. */
 int xbd_evtchn_bind_unbound_port(struct xbd_evtchn *e, xbd_domid_t remote);
 int xbd_evtchn_bind_interdomain(struct xbd_evtchn *e, xbd_domid_t remote,
 				xbd_evtchn_port_t remote_port);
+/* -EINVAL for a port this handle has not bound (every call taking a port).
+ * Unbinding one end of an interdomain channel makes the other end unbound. */
 int xbd_evtchn_unbind(struct xbd_evtchn *e, xbd_evtchn_port_t port);
 /* Send an event to the peer of port.  Coalesced: costs no syscall when the
- * remote port is already pending. */
+ * remote port is already pending or masked (the peer is awake and has not
+ * unmasked).  Sent on an unbound port or to a closed peer: dropped, 0. */
 int xbd_evtchn_notify(struct xbd_evtchn *e, xbd_evtchn_port_t port);
-/* Next pending port of this handle (>= 0), or -EAGAIN if none.  The port
- * stays masked until xbd_evtchn_unmask(), as with xenevtchn. */
+/* Next pending port of this handle (> 0), or -EAGAIN if none.  The port
+ * stays masked until xbd_evtchn_unmask(), as with xenevtchn; unmask
+ * delivers again at once if the port was notified meanwhile.  Call it once
+ * per readable fd (it reads one event, like xenevtchn_pending). */
 int xbd_evtchn_pending(struct xbd_evtchn *e);
 int xbd_evtchn_unmask(struct xbd_evtchn *e, xbd_evtchn_port_t port);
 

@@ -63,12 +63,15 @@ def test_domain_ids_and_sizes(helpers):
     assert h.err("gnttab 32752") == -errno.EINVAL
     assert h.err("evtchn 40000") == -errno.EINVAL
     assert h.err("create 5 odd 1000") == -errno.EINVAL         # not a page multiple
-    assert h.err("create 5 zero 0") == -errno.EINVAL
+    assert h.err(f"create 5 huge {(1 << 40) + 4096}") == -errno.EINVAL
     assert h.err(f"create 5 a/b {MiB}") == -errno.EINVAL      # bad name
     assert h.err(f"create 5 {'n' * 64} {MiB}") == -errno.EINVAL
     assert h.err("claim 5") == -errno.ENOENT                   # does not exist
     assert h.err("gnttab 5") == -errno.ENOENT
     assert h.err("evtchn 5") == -errno.ENOENT
+    h.ok("gnttab 0")
+    assert h.err("map 40000 ro 8") == -errno.EINVAL            # remote out of range
+    assert h.ok("copyfrom 40000 8 0 1") == [str(-errno.EINVAL), "0"]
 
 
 def test_memory_exhaustion(helpers):

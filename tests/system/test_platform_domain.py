@@ -33,6 +33,9 @@ def test_create_lays_out_rundir(helpers, rundir):
 
 def test_default_memory_and_dom0_on_demand(helpers, rundir):
     h = helpers.start("tool")
+    h.ok("create 6 dflt 0")
+    assert info(h, 6)["memory"] == str(256 * MiB)
+    assert os.stat(os.path.join(rundir, "dom6", "memory")).st_blocks == 0
     assert info(h, 0)["exists"] == "1"
     assert os.path.getsize(os.path.join(rundir, "dom0", "memory")) == 0
     h.ok("gnttab 0")

@@ -112,3 +112,54 @@ def test_bind_errors(channel, helpers):
     assert backend.err("notify 4000") == -errno.EINVAL         # not ours
     assert backend.err("unmask 0") == -errno.EINVAL
     assert guest.err(f"unmask {gport + 1}") == -errno.EINVAL   # not bound
+
+
+def test_garbage_in_the_fifo_is_skipped(channel, rundir):
+    """Anyone can write into a handle's FIFO: bogus port numbers (out of
+    range, not ours, short writes) are skipped, real events still arrive."""
+    import os
+    import struct
+    guest, gport, backend, bport = channel
+    fifo = os.path.join(rundir, "dom0", "evtchn.0")   # the backend's slot
+    fd = os.open(fifo, os.O_WRONLY | os.O_NONBLOCK)
+    try:
+        os.write(fd, struct.pack("<III", 0xffffffff, 4095, 0) + b"xy")
+    finally:
+        os.close(fd)
+    assert backend.ok("wait 1000") == ["ready"]
+    assert backend.err("pending") == -errno.EAGAIN
+    guest.ok(f"notify {gport}")
+    assert backend.ok("wait 5000") == ["ready"]
+    assert backend.ok("pending") == [str(bport)]
+
+
+def test_scribbled_port_table_cannot_crash_the_peer(channel, rundir):
+    """The guest rewrites its own port table: the backend's notify finds no
+    matching peer and drops the event; its own port keeps working."""
+    import os
+    import struct
+    guest, gport, backend, bport = channel
+    with open(os.path.join(rundir, "dom1", "evtchn"), "r+b") as f:
+        f.seek(gport * 32)
+        # interdomain to dom0 port 4095, pending clear, owner slot 9999
+        f.write(struct.pack("<QII", 3 | (0 << 8) | (4095 << 32), 0, 10000))
+    backend.ok(f"notify {bport}")
+    assert guest.ok(f"wait {QUIET_MS}") == ["timeout"]
+    assert guest.err(f"pending") == -errno.EAGAIN
+
+
+def test_backend_handle_follows_a_recreated_domain(channel, helpers):
+    guest, gport, backend, bport = channel
+    guest.kill()
+    tool = helpers.start("tool")
+    tool.ok("destroy 1")
+    tool.ok(f"create 1 again {MiB}")
+    assert backend.err(f"bind 1 {gport}") == -errno.EINVAL   # new domain: port free
+    heir = helpers.start("heir")
+    heir.ok("claim 1")
+    heir.ok("evtchn 1")
+    hport = int(heir.ok("unbound 0")[0])
+    port = int(backend.ok(f"bind 1 {hport}")[0])
+    backend.ok(f"notify {port}")
+    assert heir.ok("wait 5000") == ["ready"]
+    assert heir.ok("pending") == [str(hport)]

@@ -161,3 +161,51 @@ def test_guest_scribbling_its_grant_table_cannot_hurt_the_backend(pair, rundir):
     assert backend.err("map 1 rw 100") == -errno.EINVAL
     assert backend.err("map 1 ro 101") == -errno.EINVAL
     assert backend.ok("copyfrom 1 100 0 16") == [str(-errno.EINVAL), "0"]
+
+
+def test_guest_holding_the_map_lock_cannot_hang_the_backend(pair, rundir):
+    """maptrack byte locks are taken without waiting for long: a guest that
+    holds one forever makes the map fail with EAGAIN, not hang."""
+    import fcntl
+    import os
+    import time
+    guest, backend = pair
+    area, refs = share(guest, 1, "rw")
+    ref = int(refs[0])
+    fd = os.open(os.path.join(rundir, "dom1", "maptrack"), os.O_RDWR)
+    try:
+        fcntl.lockf(fd, fcntl.LOCK_EX | fcntl.LOCK_NB, 1, ref, os.SEEK_SET)
+        t0 = time.monotonic()
+        assert backend.err(f"map 1 rw {ref}") == -errno.EAGAIN
+        assert time.monotonic() - t0 < 5
+    finally:
+        os.close(fd)
+    m = backend.ok(f"map 1 rw {ref}")[0]
+    backend.ok(f"unmap {m}")
+
+
+def test_backend_follows_a_recreated_domain(pair, helpers):
+    """Domain 1 is destroyed and created again while the backend's handle
+    is open: the same ref now names the new domain's grant and memory, and
+    the mapping of the old one stays readable until unmapped."""
+    guest, backend = pair
+    area, refs = share(guest, 1, "rw")
+    guest.ok(f"fill {area} 0 17")
+    old = backend.ok(f"map 1 ro {refs[0]}")[0]
+    guest.kill()
+    tool = helpers.start("tool")
+    tool.ok("destroy 1")
+    tool.ok("create 1 again 1048576")
+    heir = helpers.start("heir")
+    heir.ok("claim 1")
+    heir.ok("gntshr")
+    area2, refs2 = share(heir, 1, "rw")
+    assert refs2 == refs                      # the same ref number...
+    heir.ok(f"fill {area2} 0 34")
+    new = backend.ok(f"map 1 ro {refs2[0]}")[0]
+    assert backend.ok(f"mpeek {new} 0") == ["34"]   # ...names the new page
+    assert backend.ok(f"copyfrom 1 {refs2[0]} 0 1") == ["0", "34"]
+    assert backend.ok(f"mpeek {old} 0") == ["17"]
+    backend.ok(f"unmap {old}")
+    backend.ok(f"unmap {new}")
+    heir.ok(f"unshare {area2}")
