@@ -300,16 +300,18 @@ int main(int argc, char **argv)
 	rundir = o.rundir ? o.rundir : getenv("XBD_RUNDIR");
 	if (!rundir || !*rundir)
 		rundir = "/run/xbd";
-	epoll_fd = epoll_create1(EPOLL_CLOEXEC);
-	ret = epoll_fd < 0 ? -errno : setup(&o, &sock_path);
+	ret = setup(&o, &sock_path);
+	/* fork before epoll and signalfd exist: both belong to one process */
+	if (!ret && !o.foreground && daemon(0, 0) < 0)
+		ret = -errno;
+	if (!ret && (epoll_fd = epoll_create1(EPOLL_CLOEXEC)) < 0)
+		ret = -errno;
 	if (!ret && (sfd = open_signals()) < 0)
 		ret = sfd;
 	if (!ret && (ret = listener_open(&main_lis, sock_path, 0)))
 		log_err("cannot listen on %s: %s", sock_path, strerror(-ret));
 	if (!ret)
 		domain_listen_all();
-	if (!ret && !o.foreground && daemon(0, 0) < 0)
-		ret = -errno;
 	if (!ret && o.pid_file && (ret = write_pid_file(o.pid_file)))
 		log_err("cannot write %s: %s", o.pid_file, strerror(-ret));
 	if (!ret) {
