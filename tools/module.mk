@@ -1,0 +1,5 @@
+# tools/: the `xbd` toolstack command (see Documentation/xbd.md).
+# Xen's disk-spec parser is libxlutil, which needs libxenlight's types.
+XLU_LIBS := -lxlutil -lxenlight
+
+test_diskspec_LDLIBS := $(XLU_LIBS)
