@@ -9,3 +9,6 @@ $(O)/lib/libxbdbackend.a: $(call obj,$(BACKEND_SRCS))
 	ar rcs $@ $^
 
 all: $(O)/lib/libxbdbackend.a
+
+# Unit tests that link the io_uring engine need liburing.
+test_io_uring_LDLIBS := -luring
