@@ -66,7 +66,8 @@ static int alloc_slots(struct be_io *io)
 {
 	unsigned int n = io->cfg.ring->nr_ents;
 	unsigned int cap = req_seg_capacity(&io->cfg.limits);
-	size_t per = cap * (sizeof(struct blkif_request_segment) + sizeof(struct iovec));
+	size_t per = cap * (sizeof(struct iovec) + sizeof(void *) +
+			    sizeof(struct blkif_request_segment));
 
 	io->slots = calloc(n, sizeof(*io->slots));
 	io->slot_mem = calloc(n, per);
@@ -78,7 +79,10 @@ static int alloc_slots(struct be_io *io)
 		struct be_pending *p = &io->slots[i];
 
 		p->iov = (struct iovec *)(void *)m;
-		p->v.segs = (struct blkif_request_segment *)(void *)(m + cap * sizeof(struct iovec));
+		m += cap * sizeof(struct iovec);
+		p->seg_priv = (void **)(void *)m;
+		m += cap * sizeof(void *);
+		p->v.segs = (struct blkif_request_segment *)(void *)m;
 		p->next = io->free;
 		io->free = p;
 	}
@@ -397,6 +401,19 @@ static int submit_and_wait(struct be_io *io, int timeout_ms)
 	return rc == -ETIME || rc == -EINTR || rc > 0 ? 0 : rc;
 }
 
+static void tick(struct be_io *io)
+{
+	uint64_t now;
+
+	if (!io->cfg.xport->tick)
+		return;
+	now = now_ns();
+	if (now - io->last_tick_ns < BE_IO_TICK_MS * 1000000ull)
+		return;
+	io->last_tick_ns = now;
+	io->cfg.xport->tick(io->cfg.xport_ctx, now);
+}
+
 int be_io_run_once(struct be_io *io, int timeout_ms)
 {
 	int crc = consume(io), rc;
@@ -412,6 +429,7 @@ int be_io_run_once(struct be_io *io, int timeout_ms)
 		rc = arm_poll(io, io->cfg.evt_fd, UD_EVT);
 	}
 	push(io);
+	tick(io);
 	if (crc < 0)
 		return crc;
 	if (rc < 0)
@@ -423,7 +441,8 @@ int be_io_run(struct be_io *io)
 {
 	int rc;
 
-	while ((rc = be_io_run_once(io, -1)) == 0)
+	/* Wake at least every tick for the transport's housekeeping. */
+	while ((rc = be_io_run_once(io, io->cfg.xport->tick ? BE_IO_TICK_MS : -1)) == 0)
 		;
 	return rc == 1 ? 0 : rc;
 }

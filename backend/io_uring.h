@@ -43,7 +43,9 @@
 struct be_pending {
 	struct vreq v;              /* v.segs points into this slot's memory */
 	struct iovec *iov;          /* one per segment, filled by map() */
-	void *xport_priv;
+	void **seg_priv;            /* one per segment, for the transport */
+	void *xport_priv;           /* for the transport */
+	unsigned int xport_mode;    /* for the transport */
 	bool mapped;                /* map() succeeded: unmap() owed */
 	unsigned int cqes_left;     /* completions still to come */
 	int status;                 /* BLKIF_RSP_*, worst so far */
@@ -64,7 +66,12 @@ struct be_xport_ops {
 	int (*map_indirect)(void *ctx, const grant_ref_t *refs, unsigned int n,
 			    void **pages);
 	void (*unmap_indirect)(void *ctx, void **pages, unsigned int n);
+	/* Optional: housekeeping, called from the queue loop at least every
+	 * BE_IO_TICK_MS while it runs (persistent-grant purge, pool trim). */
+	void (*tick)(void *ctx, uint64_t now_ns);
 };
+
+#define BE_IO_TICK_MS 100
 
 /* The queue's event channel. */
 struct be_evt_ops {
@@ -99,6 +106,7 @@ struct be_io {
 	bool kicked;                /* evt poll fired: ack and re-arm */
 	bool stopping;
 	bool rsps_to_push;
+	uint64_t last_tick_ns;
 };
 
 /* 0 or -errno (-EINVAL for bad limits, io_uring setup errors, -ENOMEM). */

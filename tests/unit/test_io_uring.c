@@ -18,6 +18,7 @@
 #include <cmocka.h>
 
 #include "backend/io_uring.h"
+#include "test_be_front.h"
 #include "test_be_loop.h"
 
 #define NPAGES   64
@@ -35,9 +36,7 @@ struct fx {
 	bool io_up;
 	struct be_stats stats;
 	unsigned int notifies, acks;
-	RING_IDX prod, rsp_cons;
-	struct blkif_response rsp[256];
-	unsigned int nrsp;
+	struct fe fe;
 };
 
 /* ---- transport and event channel over test memory ---------------------- */
@@ -79,7 +78,7 @@ static void x_unmap_ind(void *ctx, void **pages, unsigned int n)
 	(void)ctx; (void)pages; (void)n;
 }
 
-static const struct be_xport_ops xport = { x_map, x_unmap, x_map_ind, x_unmap_ind };
+static const struct be_xport_ops xport = { x_map, x_unmap, x_map_ind, x_unmap_ind, NULL };
 
 static int e_ack(void *ctx)
 {
@@ -120,6 +119,7 @@ static int start_io(struct fx *fx, const struct storage_opts *so, const char *ta
 	};
 	rc = be_io_init(&fx->io, &cfg);
 	fx->io_up = !rc;
+	fe_init(&fx->fe, fx->sring, &fx->ring, fx->evfd, &fx->io);
 	return rc;
 }
 
@@ -164,94 +164,6 @@ static int teardown(void **state)
 	return 0;
 }
 
-/* ---- the frontend side ----------------------------------------------------- */
-
-static void *slot(struct fx *fx)
-{
-	return (uint8_t *)fx->sring + 64 + (fx->prod++ & (fx->ring.nr_ents - 1)) * 112;
-}
-
-static void fe_rw(struct fx *fx, uint8_t op, uint64_t id, uint64_t sector,
-		  unsigned int n, const struct blkif_request_segment *segs)
-{
-	struct blkif_request r = { .operation = op, .nr_segments = (uint8_t)n,
-				   .id = id, .sector_number = sector };
-
-	if (n)
-		memcpy(r.seg, segs, n * sizeof(*segs));
-	memcpy(slot(fx), &r, sizeof(r));
-}
-
-static void fe_indirect(struct fx *fx, uint8_t iop, uint64_t id, uint64_t sector,
-			unsigned int n, grant_ref_t page, const struct blkif_request_segment *segs)
-{
-	struct blkif_request_indirect r = { .operation = BLKIF_OP_INDIRECT,
-		.indirect_op = iop, .nr_segments = (uint16_t)n, .id = id,
-		.sector_number = sector, .indirect_grefs = { page } };
-
-	memcpy(fx->mem + (size_t)page * 4096, segs, (n < 512 ? n : 512) * sizeof(*segs));
-	memcpy(slot(fx), &r, sizeof(r));
-}
-
-static void fe_discard(struct fx *fx, uint64_t id, uint64_t sector, uint64_t n)
-{
-	struct blkif_request_discard r = { .operation = BLKIF_OP_DISCARD, .id = id,
-					   .sector_number = sector, .nr_sectors = n };
-
-	memcpy(slot(fx), &r, sizeof(r));
-}
-
-/* Publish the requests and kick, as RING_PUSH_REQUESTS_AND_CHECK_NOTIFY. */
-static void fe_push(struct fx *fx)
-{
-	uint64_t one = 1;
-
-	__atomic_store_n((uint32_t *)fx->sring, fx->prod, __ATOMIC_RELEASE);
-	assert_int_equal(write(fx->evfd, &one, sizeof(one)), sizeof(one));
-}
-
-/* Run the queue until n more responses arrived (bounded). */
-static void fe_wait(struct fx *fx, unsigned int n)
-{
-	unsigned int want = fx->nrsp + n;
-
-	for (int i = 0; i < 100 && fx->nrsp < want; i++) {
-		assert_int_equal(be_io_run_once(&fx->io, 100), 0);
-		RING_IDX prod = __atomic_load_n((uint32_t *)fx->sring + 2, __ATOMIC_ACQUIRE);
-		for (; fx->rsp_cons != prod; fx->rsp_cons++)
-			memcpy(&fx->rsp[fx->nrsp++ % 256], (uint8_t *)fx->sring + 64 +
-			       (fx->rsp_cons & (fx->ring.nr_ents - 1)) * 16, 16);
-	}
-	assert_int_equal(fx->nrsp, want);
-}
-
-static void check_rsp(const struct fx *fx, unsigned int i, uint64_t id, uint8_t op, int st)
-{
-	const struct blkif_response *r = &fx->rsp[i];
-
-	if (r->id != id || r->operation != op || r->status != st)
-		fail_msg("response %u: id %llu op %u status %d, want %llu %u %d", i,
-			 (unsigned long long)r->id, r->operation, r->status,
-			 (unsigned long long)id, op, st);
-}
-
-/* The response to request id, in whatever order it came. */
-static void check_id(const struct fx *fx, uint64_t id, uint8_t op, int st)
-{
-	for (unsigned int i = 0; i < fx->nrsp; i++)
-		if (fx->rsp[i].id == id) {
-			check_rsp(fx, i, id, op, st);
-			return;
-		}
-	fail_msg("no response to request %llu", (unsigned long long)id);
-}
-
-static void fill(uint8_t *p, size_t n, unsigned int seed)
-{
-	for (size_t i = 0; i < n; i++)
-		p[i] = (uint8_t)(seed * 131 + i * 7 + (i >> 9));
-}
-
 static uint8_t *page(struct fx *fx, unsigned int g)
 {
 	return fx->mem + (size_t)g * 4096;
@@ -275,18 +187,18 @@ static void test_write_then_read(void **state)
 	memcpy(want + 4096, page(fx, 1) + 1024, 2048);
 	memcpy(want + 6144, page(fx, 2), 2048);
 
-	fe_rw(fx, BLKIF_OP_WRITE, 7, 8, 3, w);
-	fe_push(fx);
-	fe_wait(fx, 1);
-	check_id(fx, 7, BLKIF_OP_WRITE, BLKIF_RSP_OKAY);
+	fe_rw(&fx->fe, BLKIF_OP_WRITE, 7, 8, 3, w);
+	fe_push(&fx->fe);
+	fe_wait(&fx->fe, 1);
+	check_id(&fx->fe, 7, BLKIF_OP_WRITE, BLKIF_RSP_OKAY);
 	assert_true(fx->notifies >= 1);
 	assert_int_equal(pread(fx->fd, got, sizeof(got), 8 * 512), (ssize_t)sizeof(got));
 	assert_memory_equal(got, want, sizeof(got));
 
-	fe_rw(fx, BLKIF_OP_READ, 8, 8, 3, r);
-	fe_push(fx);
-	fe_wait(fx, 1);
-	check_id(fx, 8, BLKIF_OP_READ, BLKIF_RSP_OKAY);
+	fe_rw(&fx->fe, BLKIF_OP_READ, 8, 8, 3, r);
+	fe_push(&fx->fe);
+	fe_wait(&fx->fe, 1);
+	check_id(&fx->fe, 8, BLKIF_OP_READ, BLKIF_RSP_OKAY);
 	assert_memory_equal(page(fx, 10), want, 4096);
 	assert_memory_equal(page(fx, 11) + 1024, want + 4096, 2048);
 	assert_memory_equal(page(fx, 12), want + 6144, 2048);
@@ -307,10 +219,10 @@ static void test_indirect_write(void **state)
 		fill(page(fx, g), 4096, g);
 	for (unsigned int k = 0; k < 300; k++)
 		segs[k] = (struct blkif_request_segment){ 20 + k % 8, 0, 7 };
-	fe_indirect(fx, BLKIF_OP_WRITE, 99, 1000, 300, 5, segs);
-	fe_push(fx);
-	fe_wait(fx, 1);
-	check_id(fx, 99, BLKIF_OP_WRITE, BLKIF_RSP_OKAY);
+	fe_indirect(&fx->fe, BLKIF_OP_WRITE, 99, 1000, 300, 5, page(fx, 5), segs);
+	fe_push(&fx->fe);
+	fe_wait(&fx->fe, 1);
+	check_id(&fx->fe, 99, BLKIF_OP_WRITE, BLKIF_RSP_OKAY);
 	for (unsigned int k = 0; k < 300; k += 37) {
 		assert_int_equal(pread(fx->fd, got, 4096, (1000 + 8 * k) * 512), 4096);
 		assert_memory_equal(got, page(fx, 20 + k % 8), 4096);
@@ -319,13 +231,13 @@ static void test_indirect_write(void **state)
 	/* read it back into other pages, through an indirect request */
 	for (unsigned int k = 0; k < 8; k++)
 		segs[k] = (struct blkif_request_segment){ 30 + k, 0, 7 };
-	fe_indirect(fx, BLKIF_OP_READ, 100, 1000, 8, 6, segs);
+	fe_indirect(&fx->fe, BLKIF_OP_READ, 100, 1000, 8, 6, page(fx, 6), segs);
 	/* more segments than we offered: ERROR, echoing indirect_op */
-	fe_indirect(fx, BLKIF_OP_READ, 101, 0, 513, 5, segs);
-	fe_push(fx);
-	fe_wait(fx, 2);
-	check_id(fx, 100, BLKIF_OP_READ, BLKIF_RSP_OKAY);
-	check_id(fx, 101, BLKIF_OP_READ, BLKIF_RSP_ERROR);
+	fe_indirect(&fx->fe, BLKIF_OP_READ, 101, 0, 513, 5, page(fx, 5), segs);
+	fe_push(&fx->fe);
+	fe_wait(&fx->fe, 2);
+	check_id(&fx->fe, 100, BLKIF_OP_READ, BLKIF_RSP_OKAY);
+	check_id(&fx->fe, 101, BLKIF_OP_READ, BLKIF_RSP_ERROR);
 	for (unsigned int k = 0; k < 8; k++)
 		assert_memory_equal(page(fx, 30 + k), page(fx, 20 + k), 4096);
 }
@@ -340,19 +252,19 @@ static void test_barrier_drains(void **state)
 	assert_int_equal(start_io(fx, &(struct storage_opts){ 0 }, fx->file, 0), 0);
 	for (unsigned int g = 0; g < 3; g++)
 		fill(page(fx, g), 4096, 40 + g);
-	fe_rw(fx, BLKIF_OP_WRITE, 1, 0, 1, s0);
-	fe_rw(fx, BLKIF_OP_WRITE, 2, 8, 1, s1);
-	fe_rw(fx, BLKIF_OP_WRITE_BARRIER, 3, 0, 0, NULL);
-	fe_rw(fx, BLKIF_OP_FLUSH_DISKCACHE, 4, 16, 1, s2);
-	fe_push(fx);
+	fe_rw(&fx->fe, BLKIF_OP_WRITE, 1, 0, 1, s0);
+	fe_rw(&fx->fe, BLKIF_OP_WRITE, 2, 8, 1, s1);
+	fe_rw(&fx->fe, BLKIF_OP_WRITE_BARRIER, 3, 0, 0, NULL);
+	fe_rw(&fx->fe, BLKIF_OP_FLUSH_DISKCACHE, 4, 16, 1, s2);
+	fe_push(&fx->fe);
 	assert_int_equal(be_io_run_once(&fx->io, 0), 0);
 	/* the barrier holds the ring back until the writes are done */
 	assert_int_equal(fx->ring.req_cons, 3);
-	fe_wait(fx, 4);
+	fe_wait(&fx->fe, 4);
 	/* writes (either order), then the barrier, then the flush */
-	assert_true(fx->rsp[0].id + fx->rsp[1].id == 3);
-	check_rsp(fx, 2, 3, BLKIF_OP_WRITE_BARRIER, BLKIF_RSP_OKAY);
-	check_rsp(fx, 3, 4, BLKIF_OP_FLUSH_DISKCACHE, BLKIF_RSP_OKAY);
+	assert_true(fx->fe.rsp[0].id + fx->fe.rsp[1].id == 3);
+	check_rsp(&fx->fe, 2, 3, BLKIF_OP_WRITE_BARRIER, BLKIF_RSP_OKAY);
+	check_rsp(&fx->fe, 3, 4, BLKIF_OP_FLUSH_DISKCACHE, BLKIF_RSP_OKAY);
 	assert_int_equal(pread(fx->fd, got, 4096, 16 * 512), 4096);
 	assert_memory_equal(got, page(fx, 2), 4096);  /* the flush's data */
 	assert_true(fx->stats.f_req == 2 && fx->stats.wr_req == 2);
@@ -371,12 +283,12 @@ static void test_discard_file(void **state)
 	assert_int_equal(pwrite(fx->fd, buf, sizeof(buf), 0), (ssize_t)sizeof(buf));
 	assert_int_equal(fsync(fx->fd), 0);
 	assert_int_equal(fstat(fx->fd, &before), 0);
-	fe_discard(fx, 5, 16, 64);          /* bytes 8 KiB .. 40 KiB */
-	fe_discard(fx, 6, DISK / 512 - 8, 9);   /* past the end */
-	fe_push(fx);
-	fe_wait(fx, 2);
-	check_id(fx, 5, BLKIF_OP_DISCARD, BLKIF_RSP_OKAY);
-	check_id(fx, 6, BLKIF_OP_DISCARD, BLKIF_RSP_ERROR);
+	fe_discard(&fx->fe, 5, 16, 64);          /* bytes 8 KiB .. 40 KiB */
+	fe_discard(&fx->fe, 6, DISK / 512 - 8, 9);   /* past the end */
+	fe_push(&fx->fe);
+	fe_wait(&fx->fe, 2);
+	check_id(&fx->fe, 5, BLKIF_OP_DISCARD, BLKIF_RSP_OKAY);
+	check_id(&fx->fe, 6, BLKIF_OP_DISCARD, BLKIF_RSP_ERROR);
 	assert_int_equal(pread(fx->fd, got, sizeof(got), 0), (ssize_t)sizeof(got));
 	assert_memory_equal(got, buf, 8192);
 	for (size_t i = 8192; i < 40960; i++)
@@ -397,20 +309,20 @@ static void test_rejections(void **state)
 	assert_int_equal(start_io(fx, &(struct storage_opts){ .read_only = true },
 				  fx->file, 512), 0);
 	fill(page(fx, 0), 4096, 77);
-	fe_rw(fx, BLKIF_OP_WRITE, 1, 0, 1, ok);                  /* read-only */
-	fe_rw(fx, BLKIF_OP_READ, 2, DISK / 512 - 7, 1, ok);      /* past the end */
-	fe_rw(fx, BLKIF_OP_READ, 3, 0, 1, bad_gref);             /* does not map */
-	fe_rw(fx, 42, 4, 0, 1, ok);                              /* unknown op */
-	fe_discard(fx, 5, 0, 8);                                 /* read-only */
-	fe_rw(fx, BLKIF_OP_READ, 6, 0, 1, ok);                   /* fine */
-	fe_push(fx);
-	fe_wait(fx, 6);
-	check_id(fx, 1, BLKIF_OP_WRITE, BLKIF_RSP_ERROR);
-	check_id(fx, 2, BLKIF_OP_READ, BLKIF_RSP_ERROR);
-	check_id(fx, 3, BLKIF_OP_READ, BLKIF_RSP_ERROR);
-	check_id(fx, 4, 42, BLKIF_RSP_EOPNOTSUPP);
-	check_id(fx, 5, BLKIF_OP_DISCARD, BLKIF_RSP_ERROR);
-	check_id(fx, 6, BLKIF_OP_READ, BLKIF_RSP_OKAY);
+	fe_rw(&fx->fe, BLKIF_OP_WRITE, 1, 0, 1, ok);                  /* read-only */
+	fe_rw(&fx->fe, BLKIF_OP_READ, 2, DISK / 512 - 7, 1, ok);      /* past the end */
+	fe_rw(&fx->fe, BLKIF_OP_READ, 3, 0, 1, bad_gref);             /* does not map */
+	fe_rw(&fx->fe, 42, 4, 0, 1, ok);                              /* unknown op */
+	fe_discard(&fx->fe, 5, 0, 8);                                 /* read-only */
+	fe_rw(&fx->fe, BLKIF_OP_READ, 6, 0, 1, ok);                   /* fine */
+	fe_push(&fx->fe);
+	fe_wait(&fx->fe, 6);
+	check_id(&fx->fe, 1, BLKIF_OP_WRITE, BLKIF_RSP_ERROR);
+	check_id(&fx->fe, 2, BLKIF_OP_READ, BLKIF_RSP_ERROR);
+	check_id(&fx->fe, 3, BLKIF_OP_READ, BLKIF_RSP_ERROR);
+	check_id(&fx->fe, 4, 42, BLKIF_RSP_EOPNOTSUPP);
+	check_id(&fx->fe, 5, BLKIF_OP_DISCARD, BLKIF_RSP_ERROR);
+	check_id(&fx->fe, 6, BLKIF_OP_READ, BLKIF_RSP_OKAY);
 	assert_int_equal(pread(fx->fd, got, 4096, 0), 4096);
 	for (size_t i = 0; i < 4096; i++)
 		assert_int_equal(got[i], 0);       /* nothing was written */
@@ -425,11 +337,11 @@ static void test_overrun_breaks_ring(void **state)
 	static const struct blkif_request_segment ok[1] = { { 0, 0, 7 } };
 
 	assert_int_equal(start_io(fx, &(struct storage_opts){ 0 }, fx->file, 0), 0);
-	fe_rw(fx, BLKIF_OP_READ, 1, 0, 1, ok);
-	fe_push(fx);
-	fe_wait(fx, 1);
-	fx->prod += fx->ring.nr_ents + 1;  /* claims more than the ring holds */
-	fe_push(fx);
+	fe_rw(&fx->fe, BLKIF_OP_READ, 1, 0, 1, ok);
+	fe_push(&fx->fe);
+	fe_wait(&fx->fe, 1);
+	fx->fe.prod += fx->ring.nr_ents + 1;  /* claims more than the ring holds */
+	fe_push(&fx->fe);
 	assert_int_equal(be_io_run_once(&fx->io, 0), -EIO);
 	assert_true(fx->ring.broken);
 	assert_int_equal(be_io_run_once(&fx->io, 0), -EIO);
@@ -450,9 +362,9 @@ static void test_stop_and_wait_for_kick(void **state)
 	assert_int_equal(write(fx->evfd, &one, sizeof(one)), sizeof(one));
 	assert_int_equal(be_io_run_once(&fx->io, 2000), 0);
 	assert_int_equal(fx->acks, 1);
-	fe_rw(fx, BLKIF_OP_READ, 1, 0, 1, ok);
-	fe_push(fx);
-	fe_wait(fx, 1);
+	fe_rw(&fx->fe, BLKIF_OP_READ, 1, 0, 1, ok);
+	fe_push(&fx->fe);
+	fe_wait(&fx->fe, 1);
 	assert_int_equal(fx->acks, 2);         /* re-armed after the first */
 	assert_int_equal(((uint32_t *)fx->sring)[1], 2);
 	assert_int_equal(write(fx->stopfd, &one, sizeof(one)), sizeof(one));
@@ -470,20 +382,20 @@ static void test_loop_device_io(void **state)
 	assert_true(fx->st.is_blkdev && fx->st.direct);
 	fill(page(fx, 3), 4096, 1);
 	fill(page(fx, 4), 4096, 2);
-	fe_rw(fx, BLKIF_OP_WRITE, 1, 64, 2, w);
-	fe_rw(fx, BLKIF_OP_FLUSH_DISKCACHE, 2, 0, 0, NULL);
-	fe_push(fx);
-	fe_wait(fx, 2);
-	check_id(fx, 1, BLKIF_OP_WRITE, BLKIF_RSP_OKAY);
-	check_id(fx, 2, BLKIF_OP_FLUSH_DISKCACHE, BLKIF_RSP_OKAY);
+	fe_rw(&fx->fe, BLKIF_OP_WRITE, 1, 64, 2, w);
+	fe_rw(&fx->fe, BLKIF_OP_FLUSH_DISKCACHE, 2, 0, 0, NULL);
+	fe_push(&fx->fe);
+	fe_wait(&fx->fe, 2);
+	check_id(&fx->fe, 1, BLKIF_OP_WRITE, BLKIF_RSP_OKAY);
+	check_id(&fx->fe, 2, BLKIF_OP_FLUSH_DISKCACHE, BLKIF_RSP_OKAY);
 	assert_int_equal(pread(fx->fd, got, 8192, 64 * 512), 8192);
 	assert_memory_equal(got, page(fx, 3), 4096);
 	assert_memory_equal(got + 4096, page(fx, 4), 4096);
 	/* BLKDISCARD through the loop device punches the backing file */
-	fe_discard(fx, 3, 64, 8);
-	fe_push(fx);
-	fe_wait(fx, 1);
-	check_id(fx, 3, BLKIF_OP_DISCARD, BLKIF_RSP_OKAY);
+	fe_discard(&fx->fe, 3, 64, 8);
+	fe_push(&fx->fe);
+	fe_wait(&fx->fe, 1);
+	check_id(&fx->fe, 3, BLKIF_OP_DISCARD, BLKIF_RSP_OKAY);
 	assert_int_equal(pread(fx->fd, got, 8192, 64 * 512), 8192);
 	for (size_t i = 0; i < 4096; i++)
 		assert_int_equal(got[i], 0);
@@ -500,14 +412,14 @@ static void test_4k_sectors(void **state)
 	assert_int_equal(start_io(fx, &(struct storage_opts){ .sector_size = 4096 },
 				  fx->file, 0), 0);
 	fill(page(fx, 0), 4096, 3);
-	fe_rw(fx, BLKIF_OP_WRITE, 1, 8, 1, full);
-	fe_rw(fx, BLKIF_OP_WRITE, 2, 4, 1, full);    /* sector not 4k aligned */
-	fe_rw(fx, BLKIF_OP_WRITE, 3, 16, 1, half);   /* half a block */
-	fe_push(fx);
-	fe_wait(fx, 3);
-	check_id(fx, 1, BLKIF_OP_WRITE, BLKIF_RSP_OKAY);
-	check_id(fx, 2, BLKIF_OP_WRITE, BLKIF_RSP_ERROR);
-	check_id(fx, 3, BLKIF_OP_WRITE, BLKIF_RSP_ERROR);
+	fe_rw(&fx->fe, BLKIF_OP_WRITE, 1, 8, 1, full);
+	fe_rw(&fx->fe, BLKIF_OP_WRITE, 2, 4, 1, full);    /* sector not 4k aligned */
+	fe_rw(&fx->fe, BLKIF_OP_WRITE, 3, 16, 1, half);   /* half a block */
+	fe_push(&fx->fe);
+	fe_wait(&fx->fe, 3);
+	check_id(&fx->fe, 1, BLKIF_OP_WRITE, BLKIF_RSP_OKAY);
+	check_id(&fx->fe, 2, BLKIF_OP_WRITE, BLKIF_RSP_ERROR);
+	check_id(&fx->fe, 3, BLKIF_OP_WRITE, BLKIF_RSP_ERROR);
 	assert_int_equal(pread(fx->fd, got, 4096, 4096), 4096);   /* sector 8 = byte 4096 */
 	assert_memory_equal(got, page(fx, 0), 4096);
 }
