@@ -13,3 +13,4 @@ all: $(O)/lib/libxbdbackend.a
 # Unit tests that link the io_uring engine need liburing.
 test_io_uring_LDLIBS := -luring
 test_gnt_LDLIBS := -luring
+test_be_queue_LDLIBS := -luring
