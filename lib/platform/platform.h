@@ -46,6 +46,18 @@ struct xbd_platform;
 int xbd_platform_kind_parse(const char *s, enum xbd_platform_kind *out);
 const char *xbd_platform_kind_name(enum xbd_platform_kind kind);
 
+#define XBD_XEN_GNTDEV_PATH "/dev/xen/gntdev"
+#define XBD_XEN_EVTCHN_PATH "/dev/xen/evtchn"
+
+/*
+ * What XBD_PLATFORM_AUTO resolves to: XBD_PLATFORM_XEN when both device
+ * paths exist as character devices, XBD_PLATFORM_LOCAL otherwise.
+ * xbd_platform_open(XBD_PLATFORM_AUTO) calls it with the two paths above;
+ * tests call it with their own.  Never fails, never logs.
+ */
+enum xbd_platform_kind xbd_platform_kind_detect(const char *gntdev_path,
+						const char *evtchn_path);
+
 /*
  * Open the platform.  rundir: the local machine's directory; NULL means
  * $XBD_RUNDIR, or XBD_DEFAULT_RUNDIR when unset.  The local platform creates
