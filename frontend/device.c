@@ -11,6 +11,7 @@
 #include <unistd.h>
 
 #include "frontend/device.h"
+#include "frontend/xenbus.h"
 
 void xbdfront_opts_default(struct xbdfront_opts *o)
 {
@@ -22,6 +23,7 @@ void xbdfront_opts_default(struct xbdfront_opts *o)
 		.persistent = true,
 		.pool_pages = 4096,
 		.connect_timeout_ms = 10000,
+		.platform = "auto",
 	};
 }
 
@@ -104,14 +106,23 @@ struct fe_queue *fe_dev_queue(struct xbdfront_dev *dev, unsigned int i)
 	return i < dev->par.nqueues ? dev->q[i] : NULL;
 }
 
-void xbdfront_close(struct xbdfront_dev *dev)
+void fe_dev_destroy_queues(struct xbdfront_dev *dev)
 {
 	unsigned int i;
 
+	for (i = 0; dev->q && i < dev->par.nqueues; i++) {
+		fe_queue_destroy(dev->q[i]);
+		dev->q[i] = NULL;
+	}
+}
+
+void xbdfront_close(struct xbdfront_dev *dev)
+{
 	if (!dev)
 		return;
-	for (i = 0; dev->q && i < dev->par.nqueues; i++)
-		fe_queue_destroy(dev->q[i]);
+	if (dev->xb)
+		fe_xb_close(dev->xb, dev);   /* destroys the queues in its order */
+	fe_dev_destroy_queues(dev);
 	free(dev->q);
 	free(dev);
 }

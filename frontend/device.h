@@ -25,7 +25,10 @@ struct fe_dev_params {
 	unsigned int pool_pages;      /* per queue */
 };
 
+struct fe_xb;
+
 struct xbdfront_dev {
+	struct fe_xb *xb;             /* negotiation state, NULL when built directly */
 	struct fe_dev_params par;
 	struct fe_queue **q;          /* par.nqueues queues, owned */
 	struct fe_limits lim;         /* as last connected */
@@ -42,6 +45,8 @@ int fe_dev_connect(struct xbdfront_dev *dev, const struct fe_limits *lim,
 /* Recovery: every queue takes its requests back and gets a fresh ring. */
 int fe_dev_reset(struct xbdfront_dev *dev, unsigned int order, enum fe_abi abi);
 struct fe_queue *fe_dev_queue(struct xbdfront_dev *dev, unsigned int i);
+/* Destroy the queues (pending I/O fails with -ENODEV); idempotent. */
+void fe_dev_destroy_queues(struct xbdfront_dev *dev);
 
 enum fe_abi fe_abi_from_public(enum xbdfront_abi abi);
 

@@ -598,3 +598,11 @@ void fe_queue_get_stats(struct fe_queue *q, struct fe_queue_stats *out)
 	fe_gntpool_get_stats(q->pool, &out->pool);
 	pthread_mutex_unlock(&q->lock);
 }
+
+void fe_queue_set_sectors(struct fe_queue *q, uint64_t sectors)
+{
+	pthread_mutex_lock(&q->lock);
+	if (sectors % (q->lim.sector_size / 512) == 0)
+		q->lim.sectors = sectors;
+	pthread_mutex_unlock(&q->lock);
+}

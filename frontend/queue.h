@@ -146,6 +146,9 @@ unsigned int fe_queue_reap(struct fe_queue *q, struct fe_cqe *cqe, unsigned int 
  * with err; later submissions fail with it. */
 void fe_queue_fail_all(struct fe_queue *q, int err, const char *why);
 
+/* Online resize: the backend's new capacity (512-byte units). */
+void fe_queue_set_sectors(struct fe_queue *q, uint64_t sectors);
+
 void fe_queue_get_stats(struct fe_queue *q, struct fe_queue_stats *out);
 
 #endif

@@ -31,9 +31,10 @@
  * reason is in xbdfront_info.error.  Nothing the backend writes reaches
  * the application's buffers unless the response was valid and OKAY.
  *
- * Opening a device by (domain, vdev) through xenstore negotiation is
- * issue #5's next step and is not part of this header yet (see
- * Documentation/frontend.md).
+ * Opening: xbdfront_open(domid, vdev, opts) claims the domain on the
+ * platform, negotiates with the backend through xenstore and returns a
+ * connected device; a monitor thread then follows the backend (resize,
+ * restart with re-issue of in-flight I/O, detach).
  */
 #ifndef XBDFRONT_H
 #define XBDFRONT_H
@@ -58,6 +59,8 @@ struct xbdfront_opts {
 	bool persistent;                  /* feature-persistent, default true */
 	unsigned int pool_pages;          /* granted pages per queue, default 4096 */
 	unsigned int connect_timeout_ms;  /* default 10000 */
+	const char *platform;             /* "auto" (default), "local" or "xen" */
+	const char *rundir;               /* local platform dir; NULL: $XBD_RUNDIR */
 };
 
 void xbdfront_opts_default(struct xbdfront_opts *o);
@@ -85,6 +88,20 @@ enum xbdfront_op {
 };
 
 struct xbdfront_dev;
+
+/*
+ * Open virtual disk vdev ("xvda", "d0p1", "51712"...) of domain domid:
+ * claim the domain (this process becomes it), negotiate, wait for the
+ * backend to connect.  Call before starting threads that use libxenstore
+ * (the xenstore socket is chosen through XENSTORED_PATH).  Errors:
+ * -EINVAL (vdev, opts), -ENOENT (no such device in xenstore), -EBUSY
+ * (domain claimed by another process), -ETIMEDOUT (backend did not
+ * connect), -ENODEV (backend closing), -EPROTO (backend values out of
+ * range); failures after the handshake started are also written to the
+ * device's `error` node, with state Closing.
+ */
+int xbdfront_open(unsigned int domid, const char *vdev, const struct xbdfront_opts *opts,
+		  struct xbdfront_dev **out);
 
 typedef void (*xbdfront_cb)(void *arg, int status);
 
@@ -130,7 +147,8 @@ ssize_t xbdfront_pwrite(struct xbdfront_dev *dev, const void *buf, size_t len,
 int xbdfront_flush(struct xbdfront_dev *dev);
 int xbdfront_discard(struct xbdfront_dev *dev, uint64_t offset, uint64_t len, bool secure);
 
-/* Fail what is pending with -ENODEV, free everything.  Safe with NULL. */
+/* Fail what is pending with -ENODEV, tell the backend (Closing, then
+ * Closed once it let go of the rings), free everything.  Safe with NULL. */
 void xbdfront_close(struct xbdfront_dev *dev);
 
 #endif
