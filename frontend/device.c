@@ -32,6 +32,17 @@ enum fe_abi fe_abi_from_public(enum xbdfront_abi abi)
 	return abi == XBDFRONT_ABI_X86_32 ? FE_ABI_X86_32 : FE_ABI_X86_64;
 }
 
+/* A backend that breaks one ring is not trusted with the others either
+ * (Linux blkfront marks the whole device BLKIF_STATE_ERROR). */
+static void dev_broken(void *arg, int err, const char *why)
+{
+	struct xbdfront_dev *dev = arg;
+	unsigned int i;
+
+	for (i = 0; i < dev->par.nqueues; i++)
+		fe_queue_fail_all(dev->q[i], err, why);
+}
+
 int fe_dev_create(struct xbd_platform *plat, struct xbd_domain *dom,
 		  const struct fe_dev_params *par, struct xbdfront_dev **out)
 {
@@ -62,6 +73,10 @@ int fe_dev_create(struct xbd_platform *plat, struct xbd_domain *dom,
 	if (rc) {
 		xbdfront_close(dev);
 		return rc;
+	}
+	for (i = 0; i < par->nqueues; i++) {
+		dev->q[i]->on_broken = dev_broken;
+		dev->q[i]->on_broken_arg = dev;
 	}
 	*out = dev;
 	return 0;

@@ -569,6 +569,8 @@ int fe_queue_process(struct fe_queue *q)
 {
 	struct done_list d = { 0 };
 	unsigned int events = 0;
+	bool broke = false;
+	char why[sizeof(q->error)];
 	int rc;
 
 	while (xbd_evtchn_pending(q->evt) >= 0)
@@ -578,9 +580,12 @@ int fe_queue_process(struct fe_queue *q)
 	if (!q->dead && q->connected) {
 		if (reap_ring(q, &d))
 			kick(q, &d);
-		if (fe_ring_is_broken(&q->ring))
+		broke = fe_ring_is_broken(&q->ring);
+		if (broke) {
 			die_locked(q, -EIO, &d, "queue %u: backend broke the ring: %s",
 				   q->index, fe_ring_error(&q->ring));
+			memcpy(why, q->error, sizeof(why));
+		}
 	}
 	/* late EOI: unmask only once drained, never for a broken ring */
 	if (events && !q->dead && q->port >= 0)
@@ -588,6 +593,8 @@ int fe_queue_process(struct fe_queue *q)
 	rc = q->dead ? q->dead : d.n;
 	pthread_mutex_unlock(&q->lock);
 	deliver(&d);
+	if (broke && q->on_broken)
+		q->on_broken(q->on_broken_arg, -EIO, why);
 	return rc;
 }
 

@@ -86,6 +86,10 @@ struct fe_queue {
 	struct fe_io *wait_head, *wait_tail; /* FIFO of I/Os not fully issued */
 	struct fe_app_io *cq_head, *cq_tail; /* finished I/Os without callback */
 	struct fe_queue_stats stats;
+	/* called (without the lock) once when the backend broke this ring,
+	 * so the device can shut its other queues down too; set before I/O */
+	void (*on_broken)(void *arg, int err, const char *why);
+	void *on_broken_arg;
 };
 
 /*

@@ -286,7 +286,7 @@ static void test_hostile_backend(void **state)
 		struct cb_log log = { 0 };
 		struct iovec v = { buf, 4096 };
 
-		fx_open(&f, 1, 0, FE_ABI_X86_64, true, 0);
+		fx_open(&f, 2, 0, FE_ABI_X86_64, true, 0);
 		memset(f.b.disk, 0x5a, DISK_BYTES);
 		for (int i = 0; i < 3; i++)
 			assert_int_equal(xbdfront_pread(f.dev, buf, 4096, 0), 4096);
@@ -309,6 +309,10 @@ static void test_hostile_backend(void **state)
 		assert_non_null(strstr(info.reason, cases[c].why));
 		assert_int_equal(xbdfront_pread(f.dev, buf, 4096, 0), -EIO);
 		assert_int_equal(xbdfront_process(f.dev, 0), -EIO);
+		/* the whole device is down, not only the broken queue */
+		assert_int_equal(xbdfront_submit(f.dev, 1, XBDFRONT_READ, 0, 4096, &v, 1,
+						 log_cb, &log), -EIO);
+		assert_int_equal(xbdfront_process(f.dev, 1), -EIO);
 		fx_close(&f);
 	}
 }
@@ -382,6 +386,61 @@ static void test_close_pending(void **state)
 	fx_close(&f);
 }
 
+struct worker {
+	struct xbdfront_dev *dev;
+	unsigned int id;
+	int failures;
+};
+
+/* One thread: write, read back and compare its own 256 KiB region. */
+static void *worker_main(void *arg)
+{
+	struct worker *w = arg;
+	unsigned char *wb = malloc(65536), *rb = malloc(65536);
+
+	for (unsigned int k = 0; k < 25; k++) {
+		size_t len = 4096u * (1 + (k * 7 + w->id) % 16);
+		uint64_t off = w->id * 262144ull + (k % 4) * 4096ull;
+
+		fill(wb, len, w->id * 100 + k);
+		if (xbdfront_pwrite(w->dev, wb, len, off) != (ssize_t)len ||
+		    xbdfront_pread(w->dev, rb, len, off) != (ssize_t)len || memcmp(rb, wb, len))
+			w->failures++;
+	}
+	free(wb);
+	free(rb);
+	return NULL;
+}
+
+/* Six threads share two queues: completions of one thread's I/O are often
+ * delivered by another thread's process call. */
+static void test_threads(void **state)
+{
+	enum { T = 6 };
+	struct worker w[T];
+	pthread_t th[T];
+	struct fx f;
+
+	(void)state;
+	fx_open(&f, 2, 1, FE_ABI_X86_64, true, 32);
+	for (unsigned int i = 0; i < T; i++) {
+		w[i] = (struct worker){ f.dev, i, 0 };
+		assert_int_equal(pthread_create(&th[i], NULL, worker_main, &w[i]), 0);
+	}
+	for (unsigned int i = 0; i < T; i++) {
+		pthread_join(th[i], NULL);
+		assert_int_equal(w[i].failures, 0);
+	}
+	for (unsigned int q = 0; q < 2; q++) {
+		struct fe_queue_stats st;
+		fe_queue_get_stats(fe_dev_queue(f.dev, q), &st);
+		assert_int_equal(st.completed, st.submitted);
+		assert_int_equal(st.errors, 0);
+		assert_int_equal(st.pool.in_use, 0);
+	}
+	fx_close(&f);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -392,6 +451,7 @@ int main(void)
 		cmocka_unit_test(test_hostile_backend),
 		cmocka_unit_test(test_recovery),
 		cmocka_unit_test(test_close_pending),
+		cmocka_unit_test(test_threads),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
