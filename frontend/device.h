@@ -1,0 +1,53 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * The device behind the public struct xbdfront_dev: its queues and the
+ * limits they were connected with.  Internal to libxbdfront: the xenstore
+ * negotiation creates and connects a device through these calls, and the
+ * unit tests do the same with a fake backend.
+ *
+ * Locking: the device fields are written by fe_dev_create/connect/reset,
+ * which the owner (negotiation thread) does not run concurrently with I/O
+ * calls on the same device except through the queues, which lock
+ * themselves.
+ */
+#ifndef XBD_FRONTEND_DEVICE_H
+#define XBD_FRONTEND_DEVICE_H
+
+#include "frontend/queue.h"
+#include "frontend/xbdfront.h"
+
+struct fe_dev_params {
+	xbd_domid_t backend;
+	unsigned int nqueues;         /* 1..16 */
+	unsigned int order;           /* ring-page-order */
+	enum fe_abi abi;
+	bool persistent;
+	unsigned int pool_pages;      /* per queue */
+};
+
+struct fe_xb;
+
+struct xbdfront_dev {
+	struct fe_xb *xb;             /* negotiation state, NULL when built directly */
+	struct fe_dev_params par;
+	struct fe_queue **q;          /* par.nqueues queues, owned */
+	struct fe_limits lim;         /* as last connected */
+	unsigned int physical_sector_size;
+};
+
+#define FE_DEV_MAX_QUEUES 16u
+
+int fe_dev_create(struct xbd_platform *plat, struct xbd_domain *dom,
+		  const struct fe_dev_params *par, struct xbdfront_dev **out);
+/* The backend is Connected with lim: every queue starts issuing. */
+int fe_dev_connect(struct xbdfront_dev *dev, const struct fe_limits *lim,
+		   unsigned int physical_sector_size);
+/* Recovery: every queue takes its requests back and gets a fresh ring. */
+int fe_dev_reset(struct xbdfront_dev *dev, unsigned int order, enum fe_abi abi);
+struct fe_queue *fe_dev_queue(struct xbdfront_dev *dev, unsigned int i);
+/* Destroy the queues (pending I/O fails with -ENODEV); idempotent. */
+void fe_dev_destroy_queues(struct xbdfront_dev *dev);
+
+enum fe_abi fe_abi_from_public(enum xbdfront_abi abi);
+
+#endif

@@ -1,0 +1,615 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * One frontend queue.  See queue.h for the threading rules.
+ *
+ * Life of an application I/O (struct fe_app_io, owned by the queue):
+ *   submit    validated under the lock, appended to the wait list;
+ *   kick      the wait list head gets its pool pages (a write's data is
+ *             copied in), then its requests go on the ring; fully issued,
+ *             it leaves the wait list;
+ *   complete  its last response arrives: a read's data is copied out, the
+ *             pages go back to the pool, and it moves to the local `done`
+ *             list of the thread that processed it (or to the queue's
+ *             completion queue);
+ *   deliver   that thread, without the lock, calls the callback and frees
+ *             it (completion-queue entries are freed by fe_queue_reap).
+ * Recovery (fe_queue_reset) and death (fe_queue_fail_all) move in-flight
+ * I/Os back to the wait list first, so every I/O ends in exactly one place.
+ */
+#include <errno.h>
+#include <limits.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "frontend/queue.h"
+
+struct fe_app_io {
+	struct fe_io io;              /* first: the request layer's view */
+	fe_app_cb cb;
+	void *arg;
+	uint64_t user_data;
+	int result;                   /* final status */
+	struct iovec *iov;            /* copy of the caller's array */
+	int iovcnt;
+	unsigned int npages;
+	bool have_pages;
+	struct fe_page *pages;        /* npages bounce pages */
+	struct fe_frag *frags;        /* npages fragments, one per page */
+	struct fe_app_io *done_next;
+};
+
+/* Finished I/Os collected under the lock, delivered after it. */
+struct done_list {
+	struct fe_app_io *head, *tail;
+	int n;
+};
+
+static struct fe_app_io *app_of(struct fe_io *io)
+{
+	return (struct fe_app_io *)io;
+}
+
+/* ---- ring and event channel ---------------------------------------------- */
+
+/* Share 2^order fresh pages and attach the ring; bind a fresh port. */
+static int ring_setup(struct fe_queue *q, unsigned int order, enum fe_abi abi)
+{
+	int rc;
+
+	rc = xbd_gntshr_share_pages(q->gs, q->backend, 1u << order, q->ring_refs, true,
+				    &q->ring_mem);
+	if (rc)
+		return rc;
+	q->order = order;
+	q->abi = abi;
+	rc = fe_ring_init(&q->ring, q->ring_mem, order, abi);
+	if (rc)
+		return rc;
+	rc = xbd_evtchn_bind_unbound_port(q->evt, q->backend);
+	if (rc < 0)
+		return rc;
+	q->port = rc;
+	return 0;
+}
+
+/* Undo ring_setup.  A ring the backend still maps stays with the sharing
+ * handle (freed when it closes); it is never reused. */
+static void ring_teardown(struct fe_queue *q)
+{
+	fe_ring_destroy(&q->ring);
+	if (q->port >= 0)
+		(void)xbd_evtchn_unbind(q->evt, (xbd_evtchn_port_t)q->port);
+	q->port = -1;
+	if (q->ring_mem)
+		(void)xbd_gntshr_unshare(q->gs, q->ring_mem, 1u << q->order);
+	q->ring_mem = NULL;
+}
+
+int fe_queue_create(struct xbd_platform *plat, struct xbd_domain *dom,
+		    const struct fe_queue_params *par, struct fe_queue **out)
+{
+	struct fe_queue *q;
+	int rc;
+
+	*out = NULL;
+	if (par->order > FE_RING_MAX_ORDER || par->max_pages <= BLKIF_MAX_INDIRECT_PAGES_PER_REQUEST)
+		return -EINVAL;
+	q = calloc(1, sizeof(*q));
+	if (!q)
+		return -ENOMEM;
+	pthread_mutex_init(&q->lock, NULL);
+	q->index = par->index;
+	q->backend = par->backend;
+	q->persistent = par->persistent;
+	q->pages_cap = par->max_pages - BLKIF_MAX_INDIRECT_PAGES_PER_REQUEST;
+	q->port = -1;
+	rc = xbd_gntshr_open(dom, &q->gs);
+	if (!rc)
+		rc = xbd_evtchn_open(plat, xbd_domain_id(dom), &q->evt);
+	if (!rc)
+		rc = fe_gntpool_create(q->gs, q->backend, par->persistent, par->max_pages, &q->pool);
+	if (!rc)
+		rc = ring_setup(q, par->order, par->abi);
+	if (rc) {
+		fe_queue_destroy(q);
+		return rc;
+	}
+	q->pages = fe_gntpool_ops(q->pool);
+	*out = q;
+	return 0;
+}
+
+unsigned int fe_queue_ring_refs(struct fe_queue *q, xbd_grant_ref_t *refs)
+{
+	unsigned int n;
+
+	pthread_mutex_lock(&q->lock);
+	n = 1u << q->order;
+	memcpy(refs, q->ring_refs, n * sizeof(*refs));
+	pthread_mutex_unlock(&q->lock);
+	return n;
+}
+
+int fe_queue_port(struct fe_queue *q)
+{
+	int port;
+
+	pthread_mutex_lock(&q->lock);
+	port = q->port;
+	pthread_mutex_unlock(&q->lock);
+	return port;
+}
+
+int fe_queue_fd(struct fe_queue *q)
+{
+	return xbd_evtchn_fd(q->evt);
+}
+
+/* ---- bounce pages ---------------------------------------------------------- */
+
+/* Copy between the caller's iovec and the bounce pages. */
+static void bounce(struct fe_app_io *a, bool to_pages)
+{
+	uint64_t left = a->io.len;
+	size_t pg = 0, pgoff = 0, v = 0, voff = 0;
+
+	while (left) {
+		size_t n = XBD_PAGE_SIZE - pgoff;
+		char *page = (char *)a->pages[pg].addr + pgoff;
+		char *user = (char *)a->iov[v].iov_base + voff;
+
+		if (n > a->iov[v].iov_len - voff)
+			n = a->iov[v].iov_len - voff;
+		if (n > left)
+			n = left;
+		if (to_pages)
+			memcpy(page, user, n);
+		else
+			memcpy(user, page, n);
+		left -= n;
+		pgoff += n;
+		voff += n;
+		if (pgoff == XBD_PAGE_SIZE) {
+			pg++;
+			pgoff = 0;
+		}
+		if (voff == a->iov[v].iov_len) {
+			v++;
+			voff = 0;
+		}
+	}
+}
+
+static void pages_release(struct fe_queue *q, struct fe_app_io *a)
+{
+	unsigned int i;
+
+	if (!a->have_pages)
+		return;
+	for (i = 0; i < a->npages; i++)
+		fe_gntpool_put(q->pool, &a->pages[i]);
+	a->have_pages = false;
+}
+
+/* All pages or none; -EAGAIN leaves the I/O waiting for completions. */
+static int pages_acquire(struct fe_queue *q, struct fe_app_io *a)
+{
+	unsigned int i;
+	int rc;
+
+	for (i = 0; i < a->npages; i++) {
+		rc = fe_gntpool_get(q->pool, &a->pages[i]);
+		if (rc) {
+			while (i--)
+				fe_gntpool_put(q->pool, &a->pages[i]);
+			return rc;
+		}
+		a->frags[i].gref = a->pages[i].gref;
+	}
+	a->have_pages = true;
+	if (a->io.op == FE_OP_WRITE)
+		bounce(a, true);
+	return 0;
+}
+
+/* ---- completion -------------------------------------------------------------- */
+
+static void done_push(struct done_list *d, struct fe_app_io *a)
+{
+	a->done_next = NULL;
+	if (d->tail)
+		d->tail->done_next = a;
+	else
+		d->head = a;
+	d->tail = a;
+	d->n++;
+}
+
+/* The I/O is over (status set): copy out, release pages, queue delivery. */
+static void finish(struct fe_queue *q, struct fe_app_io *a, int status, struct done_list *d)
+{
+	a->result = status;
+	if (status == 0 && a->io.op == FE_OP_READ)
+		bounce(a, false);
+	pages_release(q, a);
+	q->stats.completed++;
+	if (status)
+		q->stats.errors++;
+	if (a->cb) {
+		done_push(d, a);
+		return;
+	}
+	a->done_next = NULL;
+	if (q->cq_tail)
+		q->cq_tail->done_next = a;
+	else
+		q->cq_head = a;
+	q->cq_tail = a;
+	d->n++;
+}
+
+static void deliver(struct done_list *d)
+{
+	struct fe_app_io *a = d->head, *next;
+
+	for (; a; a = next) {
+		next = a->done_next;
+		a->cb(a->arg, a->result);
+		free(a);
+	}
+	d->head = d->tail = NULL;
+}
+
+unsigned int fe_queue_reap(struct fe_queue *q, struct fe_cqe *cqe, unsigned int n)
+{
+	unsigned int got = 0;
+
+	pthread_mutex_lock(&q->lock);
+	while (got < n && q->cq_head) {
+		struct fe_app_io *a = q->cq_head;
+
+		q->cq_head = a->done_next;
+		if (!q->cq_head)
+			q->cq_tail = NULL;
+		cqe[got++] = (struct fe_cqe){ a->user_data, a->result };
+		free(a);
+	}
+	pthread_mutex_unlock(&q->lock);
+	return got;
+}
+
+/* ---- wait list and issuing ------------------------------------------------ */
+
+static void wait_append(struct fe_queue *q, struct fe_io *io)
+{
+	io->next = NULL;
+	io->waiting = true;
+	if (q->wait_tail)
+		q->wait_tail->next = io;
+	else
+		q->wait_head = io;
+	q->wait_tail = io;
+}
+
+static void wait_pop(struct fe_queue *q)
+{
+	struct fe_io *io = q->wait_head;
+
+	q->wait_head = io->next;
+	if (!q->wait_head)
+		q->wait_tail = NULL;
+	io->next = NULL;
+	io->waiting = false;
+}
+
+/* fe_shadow_recover callback: an in-flight I/O goes back to the front. */
+static void requeue_front(struct fe_io *io, void *arg)
+{
+	struct fe_queue *q = arg;
+
+	if (io->waiting)
+		return;   /* partly issued: already on the list, now rewound */
+	io->waiting = true;
+	io->next = q->wait_head;
+	q->wait_head = io;
+	if (!q->wait_tail)
+		q->wait_tail = io;
+}
+
+/* Put as much waiting I/O on the ring as fits; notify if the backend
+ * asked.  Called with the lock held. */
+static void kick(struct fe_queue *q, struct done_list *d)
+{
+	struct fe_io *io;
+	int rc;
+
+	if (!q->connected || q->dead)
+		return;
+	while ((io = q->wait_head)) {
+		struct fe_app_io *a = app_of(io);
+
+		if (a->npages && !a->have_pages && pages_acquire(q, a))
+			break;
+		rc = fe_io_issue_one(&q->shadow, &q->lim, &q->ring, &q->pages, io);
+		if (rc == 1)
+			continue;
+		if (rc < 0)
+			break;    /* -EAGAIN: wait for completions; -EIO: ring broken */
+		wait_pop(q);
+		if (io->pending == 0)
+			finish(q, a, io->status, d);
+	}
+	if (fe_ring_push(&q->ring)) {
+		q->stats.notifies++;
+		(void)xbd_evtchn_notify(q->evt, (xbd_evtchn_port_t)q->port);
+	}
+}
+
+/* Every in-flight and waiting I/O ends with err.  Lock held. */
+static void fail_locked(struct fe_queue *q, int err, struct done_list *d)
+{
+	struct fe_io *io;
+
+	if (q->shadow.ent)
+		fe_shadow_recover(&q->shadow, &q->pages, requeue_front, q);
+	while ((io = q->wait_head)) {
+		wait_pop(q);
+		finish(q, app_of(io), err, d);
+	}
+}
+
+static void __attribute__((format(printf, 4, 5)))
+die_locked(struct fe_queue *q, int err, struct done_list *d, const char *fmt, ...)
+{
+	va_list ap;
+
+	if (!q->dead) {
+		q->dead = err;
+		va_start(ap, fmt);
+		vsnprintf(q->error, sizeof(q->error), fmt, ap);
+		va_end(ap);
+	}
+	fail_locked(q, q->dead, d);
+}
+
+void fe_queue_fail_all(struct fe_queue *q, int err, const char *why)
+{
+	struct done_list d = { 0 };
+
+	pthread_mutex_lock(&q->lock);
+	die_locked(q, err, &d, "%s", why);
+	pthread_mutex_unlock(&q->lock);
+	deliver(&d);
+}
+
+/* ---- connect / reset ---------------------------------------------------------- */
+
+int fe_queue_connect(struct fe_queue *q, const struct fe_limits *lim)
+{
+	struct done_list d = { 0 };
+	int rc;
+
+	rc = fe_limits_check(lim);
+	if (rc)
+		return rc;
+	pthread_mutex_lock(&q->lock);
+	if (q->dead) {
+		rc = q->dead;
+		goto out;
+	}
+	if (q->shadow.ent)
+		fe_shadow_recover(&q->shadow, &q->pages, requeue_front, q);
+	fe_shadow_destroy(&q->shadow);
+	rc = fe_shadow_init(&q->shadow, q->ring.size);
+	if (rc)
+		goto out;
+	q->lim = *lim;
+	q->connected = true;
+	kick(q, &d);
+out:
+	pthread_mutex_unlock(&q->lock);
+	deliver(&d);
+	return rc;
+}
+
+int fe_queue_reset(struct fe_queue *q, unsigned int order, enum fe_abi abi)
+{
+	struct done_list d = { 0 };
+	int rc;
+
+	if (order > FE_RING_MAX_ORDER)
+		return -EINVAL;
+	pthread_mutex_lock(&q->lock);
+	rc = q->dead;
+	if (rc)
+		goto out;
+	if (q->shadow.ent)
+		fe_shadow_recover(&q->shadow, &q->pages, requeue_front, q);
+	fe_shadow_destroy(&q->shadow);
+	q->connected = false;
+	ring_teardown(q);
+	rc = ring_setup(q, order, abi);
+	if (rc)
+		die_locked(q, rc, &d, "queue %u: cannot set up a new ring: %s", q->index,
+			   strerror(-rc));
+out:
+	pthread_mutex_unlock(&q->lock);
+	deliver(&d);
+	return rc;
+}
+
+void fe_queue_destroy(struct fe_queue *q)
+{
+	struct fe_cqe c;
+
+	if (!q)
+		return;
+	fe_queue_fail_all(q, -ENODEV, "queue closed");
+	while (fe_queue_reap(q, &c, 1))
+		;
+	fe_shadow_destroy(&q->shadow);
+	fe_gntpool_destroy(q->pool);
+	if (q->evt)
+		ring_teardown(q);
+	xbd_evtchn_close(q->evt);
+	if (q->gs)
+		xbd_gntshr_close(q->gs);
+	pthread_mutex_destroy(&q->lock);
+	free(q);
+}
+
+/* ---- submit / process ------------------------------------------------------------ */
+
+static struct fe_app_io *app_alloc(enum fe_op op, uint64_t offset, uint64_t len,
+				   const struct iovec *iov, int iovcnt)
+{
+	bool rw = op == FE_OP_READ || op == FE_OP_WRITE;
+	unsigned int npages = rw ? (unsigned int)((len + XBD_PAGE_SIZE - 1) / XBD_PAGE_SIZE) : 0;
+	size_t sz = sizeof(struct fe_app_io) + (size_t)iovcnt * sizeof(struct iovec) +
+		    npages * (sizeof(struct fe_page) + sizeof(struct fe_frag));
+	struct fe_app_io *a = calloc(1, sz);
+	unsigned int i;
+
+	if (!a)
+		return NULL;
+	a->iov = (struct iovec *)(a + 1);
+	a->pages = (struct fe_page *)(a->iov + iovcnt);
+	a->frags = (struct fe_frag *)(a->pages + npages);
+	if (iovcnt)
+		memcpy(a->iov, iov, (size_t)iovcnt * sizeof(*iov));
+	a->iovcnt = iovcnt;
+	a->npages = npages;
+	for (i = 0; i < npages; i++) {
+		uint64_t left = len - (uint64_t)i * XBD_PAGE_SIZE;
+		a->frags[i].len = (uint16_t)(left < XBD_PAGE_SIZE ? left : XBD_PAGE_SIZE);
+	}
+	a->io = (struct fe_io){ .op = op, .offset = offset, .len = len,
+				.frags = npages ? a->frags : NULL, .nfrags = npages };
+	return a;
+}
+
+/* Arguments that do not depend on the negotiated limits. */
+static int args_ok(struct fe_queue *q, enum fe_op op, uint64_t len,
+		   const struct iovec *iov, int iovcnt)
+{
+	bool rw = op == FE_OP_READ || op == FE_OP_WRITE;
+	uint64_t sum = 0;
+	int i;
+
+	if (iovcnt < 0 || iovcnt > IOV_MAX || (iovcnt && !iov) || (!rw && iovcnt))
+		return -EINVAL;
+	for (i = 0; i < iovcnt; i++)
+		sum += iov[i].iov_len;
+	if (rw && sum != len)
+		return -EINVAL;
+	/* keep room for the indirect pages of the I/O's own requests */
+	if (rw && len / XBD_PAGE_SIZE + 1 > q->pages_cap)
+		return -E2BIG;
+	return 0;
+}
+
+int fe_queue_submit(struct fe_queue *q, enum fe_op op, uint64_t offset, uint64_t len,
+		    const struct iovec *iov, int iovcnt, fe_app_cb cb, void *arg,
+		    uint64_t user_data)
+{
+	struct done_list d = { 0 };
+	struct fe_app_io *a;
+	int rc;
+
+	rc = args_ok(q, op, len, iov, iovcnt);
+	if (rc)
+		return rc;
+	a = app_alloc(op, offset, len, iov, iovcnt);
+	if (!a)
+		return -ENOMEM;
+	a->cb = cb;
+	a->arg = arg;
+	a->user_data = user_data;
+	pthread_mutex_lock(&q->lock);
+	if (q->dead)
+		rc = q->dead;
+	else if (!q->lim.sector_size)
+		rc = -ENOTCONN;
+	else
+		rc = fe_io_prepare(&q->lim, &a->io);
+	if (rc == 0) {
+		q->stats.submitted++;
+		wait_append(q, &a->io);
+		kick(q, &d);
+	}
+	pthread_mutex_unlock(&q->lock);
+	if (rc)
+		free(a);
+	deliver(&d);
+	return rc;
+}
+
+/* Consume every response; false when the ring broke. Lock held. */
+static bool reap_ring(struct fe_queue *q, struct done_list *d)
+{
+	struct fe_rsp rsp;
+	struct fe_io *io;
+	int rc;
+
+	do {
+		while ((rc = fe_ring_fetch_rsp(&q->ring, &rsp)) == 1) {
+			io = fe_io_complete(&q->shadow, &q->lim, &q->pages, &rsp);
+			if (io)
+				finish(q, app_of(io), io->status, d);
+		}
+		if (rc < 0)
+			return false;
+	} while (fe_ring_final_check(&q->ring));
+	return true;
+}
+
+int fe_queue_process(struct fe_queue *q)
+{
+	struct done_list d = { 0 };
+	unsigned int events = 0;
+	bool broke = false;
+	char why[sizeof(q->error)];
+	int rc;
+
+	while (xbd_evtchn_pending(q->evt) >= 0)
+		events++;
+	pthread_mutex_lock(&q->lock);
+	q->stats.events += events;
+	if (!q->dead && q->connected) {
+		if (reap_ring(q, &d))
+			kick(q, &d);
+		broke = fe_ring_is_broken(&q->ring);
+		if (broke) {
+			die_locked(q, -EIO, &d, "queue %u: backend broke the ring: %s",
+				   q->index, fe_ring_error(&q->ring));
+			memcpy(why, q->error, sizeof(why));
+		}
+	}
+	/* late EOI: unmask only once drained, never for a broken ring */
+	if (events && !q->dead && q->port >= 0)
+		(void)xbd_evtchn_unmask(q->evt, (xbd_evtchn_port_t)q->port);
+	rc = q->dead ? q->dead : d.n;
+	pthread_mutex_unlock(&q->lock);
+	deliver(&d);
+	if (broke && q->on_broken)
+		q->on_broken(q->on_broken_arg, -EIO, why);
+	return rc;
+}
+
+void fe_queue_get_stats(struct fe_queue *q, struct fe_queue_stats *out)
+{
+	pthread_mutex_lock(&q->lock);
+	*out = q->stats;
+	fe_gntpool_get_stats(q->pool, &out->pool);
+	pthread_mutex_unlock(&q->lock);
+}
+
+void fe_queue_set_sectors(struct fe_queue *q, uint64_t sectors)
+{
+	pthread_mutex_lock(&q->lock);
+	if (sectors % (q->lim.sector_size / 512) == 0)
+		q->lim.sectors = sectors;
+	pthread_mutex_unlock(&q->lock);
+}

@@ -1,0 +1,158 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * One frontend queue: a shared ring of 2^order granted pages, an event
+ * channel, the shadow table, the grant pool for data and indirect pages,
+ * and the list of application I/Os waiting to go on the ring.
+ *
+ * Data path: every read and write goes through pool pages (bounce
+ * buffers).  A write's data is copied into its pages when the I/O gets
+ * them (at submit, or later when the pool was exhausted); a read's data is
+ * copied out to the caller's iovec when its last request is answered.  The
+ * caller's memory is never granted, so a hostile backend can at worst write
+ * pool pages, which are dedicated and zeroed when first granted (XSA-403).
+ *
+ * Threads and locking: `lock` protects every mutable field; any number of
+ * application threads may submit and process concurrently.  Completion
+ * callbacks run in the thread that called fe_queue_process() (or
+ * fe_queue_fail_all / fe_queue_destroy), after the lock was dropped, so a
+ * callback may submit again.  Event delivery follows late EOI (XSA-332,
+ * XSA-391): the port is unmasked only after the ring has been drained, and
+ * never again once the ring is broken.
+ *
+ * Lifetimes: the queue owns its sharing and event-channel handles, its ring
+ * pages and its pool.  An application I/O is owned by the queue from a
+ * successful fe_queue_submit() until its completion is delivered.
+ */
+#ifndef XBD_FRONTEND_QUEUE_H
+#define XBD_FRONTEND_QUEUE_H
+
+#include <pthread.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <sys/uio.h>
+
+#include "frontend/gntpool.h"
+#include "frontend/request.h"
+#include "platform/platform.h"
+
+struct fe_queue_params {
+	unsigned int index;           /* queue number, for messages */
+	xbd_domid_t backend;          /* the backend's domain */
+	unsigned int order;           /* ring-page-order, 0..5 */
+	enum fe_abi abi;
+	bool persistent;              /* negotiated feature-persistent */
+	unsigned int max_pages;       /* data + indirect pages granted at most */
+};
+
+/* How an I/O reports its end: a callback, or an entry in the queue's
+ * completion queue (cb == NULL) carrying user_data. */
+typedef void (*fe_app_cb)(void *arg, int status);
+
+struct fe_cqe {
+	uint64_t user_data;
+	int status;                   /* 0 or -errno */
+};
+
+struct fe_queue_stats {
+	uint64_t submitted, completed, errors, notifies, events;
+	struct fe_gntpool_stats pool;
+};
+
+struct fe_app_io;
+
+struct fe_queue {
+	/* set at create, then read-only */
+	unsigned int index;
+	xbd_domid_t backend;
+	unsigned int pages_cap;       /* data pages one I/O may take */
+	struct xbd_gntshr *gs;        /* owned */
+	struct xbd_evtchn *evt;       /* owned */
+
+	pthread_mutex_t lock;         /* protects everything below */
+	enum fe_abi abi;
+	bool persistent;
+	unsigned int order;
+	void *ring_mem;               /* 2^order shared pages */
+	xbd_grant_ref_t ring_refs[1u << FE_RING_MAX_ORDER];
+	int port;                     /* local event-channel port, -1 when none */
+	struct fe_ring ring;
+	struct fe_shadow_table shadow;
+	struct fe_limits lim;         /* this queue's copy (EOPNOTSUPP edits it) */
+	struct fe_gntpool *pool;
+	struct fe_page_ops pages;
+	bool connected;               /* limits known, backend attached */
+	int dead;                     /* 0, or -errno: the queue refuses everything */
+	char error[160];              /* why it died */
+	struct fe_io *wait_head, *wait_tail; /* FIFO of I/Os not fully issued */
+	struct fe_app_io *cq_head, *cq_tail; /* finished I/Os without callback */
+	struct fe_queue_stats stats;
+	/* called (without the lock) once when the backend broke this ring,
+	 * so the device can shut its other queues down too; set before I/O */
+	void (*on_broken)(void *arg, int err, const char *why);
+	void *on_broken_arg;
+};
+
+/*
+ * Create a queue for a claimed domain: opens its own sharing and event
+ * channel handles, shares the ring pages (fresh, zeroed, writable by the
+ * backend), allocates an unbound port for the backend, creates the pool.
+ * Not connected: I/O submitted now waits for fe_queue_connect().
+ */
+int fe_queue_create(struct xbd_platform *plat, struct xbd_domain *dom,
+		    const struct fe_queue_params *par, struct fe_queue **out);
+/* Fail everything with -ENODEV, then free all.  Safe with NULL. */
+void fe_queue_destroy(struct fe_queue *q);
+
+/* What the frontend publishes for this queue: ring-ref%u and event-channel. */
+unsigned int fe_queue_ring_refs(struct fe_queue *q, xbd_grant_ref_t *refs);
+int fe_queue_port(struct fe_queue *q);
+/* The pollable fd: readable when the backend signalled this queue. */
+int fe_queue_fd(struct fe_queue *q);
+
+/*
+ * The backend is connected with these limits: start issuing.
+ * -EINVAL for limits fe_limits_check refuses, -ENODEV if dead.
+ */
+int fe_queue_connect(struct fe_queue *q, const struct fe_limits *lim);
+
+/*
+ * The backend went away: take every request off the ring (their I/Os wait
+ * to be issued again, whole, on the next ring) and replace ring and event
+ * channel by fresh ones of the given order and ABI.  The queue is then
+ * disconnected until fe_queue_connect().  I/O does not fail.
+ */
+int fe_queue_reset(struct fe_queue *q, unsigned int order, enum fe_abi abi);
+
+/*
+ * Submit an I/O: op, byte offset and length, and for reads/writes the
+ * caller's buffers (iov, iovcnt; the array is copied, the buffers must stay
+ * valid until completion).  Returns 0 (the completion will be delivered
+ * exactly once) or -errno (nothing will be): -EINVAL, -EROFS,
+ * -EOPNOTSUPP as fe_io_prepare, -E2BIG beyond the pool, -ENODEV (or the
+ * error it died with) when dead, -ENOTCONN before the first connect,
+ * -ENOMEM.
+ */
+int fe_queue_submit(struct fe_queue *q, enum fe_op op, uint64_t offset, uint64_t len,
+		    const struct iovec *iov, int iovcnt, fe_app_cb cb, void *arg,
+		    uint64_t user_data);
+
+/*
+ * Handle events: consume responses, issue waiting I/O, deliver completions
+ * (callbacks run here, without the lock).  Returns the number of I/Os
+ * completed, or the queue's -errno once it is dead (after failing them).
+ */
+int fe_queue_process(struct fe_queue *q);
+
+/* Take up to n entries from the completion queue; returns how many. */
+unsigned int fe_queue_reap(struct fe_queue *q, struct fe_cqe *cqe, unsigned int n);
+
+/* Shut the queue down with err: every waiting and in-flight I/O completes
+ * with err; later submissions fail with it. */
+void fe_queue_fail_all(struct fe_queue *q, int err, const char *why);
+
+/* Online resize: the backend's new capacity (512-byte units). */
+void fe_queue_set_sectors(struct fe_queue *q, uint64_t sectors);
+
+void fe_queue_get_stats(struct fe_queue *q, struct fe_queue_stats *out);
+
+#endif

@@ -1,0 +1,394 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Frontend ring: request slot writing, push with notify decision, and the
+ * single response fetch with validation.  See ring.h for the rules.
+ *
+ * Shared-memory access discipline:
+ *   - the header indexes are read and written with __atomic relaxed
+ *     accesses (never torn, never re-read by the compiler) and ordered with
+ *     the explicit fences below, which are the xen_wmb/xen_rmb/xen_mb of
+ *     ring.h;
+ *   - a request slot is only written, field by field;
+ *   - a response slot is read exactly once, by copy_rsp(), into a local
+ *     buffer; everything after that works on the copy.
+ */
+#include <errno.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "frontend/ring.h"
+
+/* Producer: slot contents before the index that publishes them. */
+static inline void fe_wmb(void)
+{
+	__atomic_thread_fence(__ATOMIC_RELEASE);
+}
+
+/* Consumer: the index before the slot contents it covers. */
+static inline void fe_rmb(void)
+{
+	__atomic_thread_fence(__ATOMIC_ACQUIRE);
+}
+
+/* Full barrier: our index store before the peer's event index load. */
+static inline void fe_mb(void)
+{
+	__atomic_thread_fence(__ATOMIC_SEQ_CST);
+}
+
+static inline uint32_t shared_load(const uint32_t *p)
+{
+	return __atomic_load_n(p, __ATOMIC_RELAXED);
+}
+
+static inline void shared_store(uint32_t *p, uint32_t v)
+{
+	__atomic_store_n(p, v, __ATOMIC_RELAXED);
+}
+
+static inline struct fe_wire_sring_hdr *hdr(const struct fe_ring *r)
+{
+	return r->sring;
+}
+
+static inline unsigned char *slot(const struct fe_ring *r, uint32_t idx)
+{
+	return (unsigned char *)r->sring + sizeof(struct fe_wire_sring_hdr) +
+	       (size_t)(idx & (r->size - 1)) * r->stride;
+}
+
+const char *fe_abi_protocol(enum fe_abi abi)
+{
+	return abi == FE_ABI_X86_32 ? XEN_IO_PROTO_ABI_X86_32 : XEN_IO_PROTO_ABI_X86_64;
+}
+
+int fe_abi_parse(const char *s, enum fe_abi *out)
+{
+	if (!s || !strcmp(s, "native") || !strcmp(s, XEN_IO_PROTO_ABI_X86_64))
+		*out = FE_ABI_X86_64;
+	else if (!strcmp(s, XEN_IO_PROTO_ABI_X86_32))
+		*out = FE_ABI_X86_32;
+	else
+		return -EINVAL;
+	return 0;
+}
+
+unsigned int fe_ring_entries(unsigned int order)
+{
+	/* (4096 << order) - 64 over 112 or 108 bytes, rounded down to a power
+	 * of two, is 32 << order for every order 0..5 and both ABIs. */
+	return 32u << order;
+}
+
+int fe_ring_init(struct fe_ring *r, void *sring, unsigned int order, enum fe_abi abi)
+{
+	size_t bytes = (size_t)FE_RING_PAGE_SIZE << order;
+
+	memset(r, 0, sizeof(*r));
+	if (order > FE_RING_MAX_ORDER || !sring ||
+	    (abi != FE_ABI_X86_64 && abi != FE_ABI_X86_32))
+		return -EINVAL;
+	r->sring = sring;
+	r->abi = abi;
+	r->order = order;
+	r->size = fe_ring_entries(order);
+	r->stride = abi == FE_ABI_X86_32 ? sizeof(struct fe_x32_req_rw)
+					 : sizeof(struct fe_x64_req_rw);
+	if (sizeof(struct fe_wire_sring_hdr) + (size_t)r->size * r->stride > bytes)
+		return -EINVAL;
+	r->expect = malloc(r->size);
+	if (!r->expect)
+		return -ENOMEM;
+	memset(r->expect, FE_RING_ID_FREE, r->size);
+	/* Fresh ring, as SHARED_RING_INIT: indexes 0, events at the first. */
+	memset(sring, 0, bytes);
+	hdr(r)->req_event = 1;
+	hdr(r)->rsp_event = 1;
+	return 0;
+}
+
+void fe_ring_destroy(struct fe_ring *r)
+{
+	free(r->expect);
+	r->expect = NULL;
+	r->sring = NULL;
+}
+
+unsigned int fe_ring_in_flight(const struct fe_ring *r)
+{
+	return r->req_prod_pvt - r->rsp_cons;
+}
+
+unsigned int fe_ring_free_slots(const struct fe_ring *r)
+{
+	if (r->broken || !r->expect)
+		return 0;
+	return r->size - fe_ring_in_flight(r);
+}
+
+static void __attribute__((format(printf, 2, 3)))
+ring_break(struct fe_ring *r, const char *fmt, ...)
+{
+	va_list ap;
+
+	if (r->broken)
+		return;
+	r->broken = true;
+	va_start(ap, fmt);
+	vsnprintf(r->error, sizeof(r->error), fmt, ap);
+	va_end(ap);
+}
+
+/* ---- request writing ---------------------------------------------------- */
+
+static unsigned int indirect_pages(unsigned int nr_segments)
+{
+	return (nr_segments + FE_SEGS_PER_INDIRECT_PAGE - 1) / FE_SEGS_PER_INDIRECT_PAGE;
+}
+
+/* The operation the response to req must carry: backends echo the
+ * indirect_op of an indirect request (Linux blkback, QEMU). */
+static uint8_t expected_op(const struct fe_req *req)
+{
+	return req->operation == BLKIF_OP_INDIRECT ? req->indirect_op : req->operation;
+}
+
+static bool segs_ok(const struct fe_req *req)
+{
+	unsigned int i;
+
+	for (i = 0; i < req->nr_segments; i++)
+		if (req->seg[i].first_sect > req->seg[i].last_sect ||
+		    req->seg[i].last_sect >= FE_RING_PAGE_SIZE / 512)
+			return false;
+	return true;
+}
+
+static bool req_ok(const struct fe_req *req)
+{
+	switch (req->operation) {
+	case BLKIF_OP_READ:
+	case BLKIF_OP_WRITE:
+		return req->nr_segments >= 1 &&
+		       req->nr_segments <= BLKIF_MAX_SEGMENTS_PER_REQUEST && segs_ok(req);
+	case BLKIF_OP_FLUSH_DISKCACHE:
+	case BLKIF_OP_WRITE_BARRIER:
+		return req->nr_segments <= BLKIF_MAX_SEGMENTS_PER_REQUEST && segs_ok(req);
+	case BLKIF_OP_DISCARD:
+		return req->nr_segments == 0;
+	case BLKIF_OP_INDIRECT:
+		return (req->indirect_op == BLKIF_OP_READ ||
+			req->indirect_op == BLKIF_OP_WRITE) &&
+		       req->nr_segments >= 1 && req->nr_segments <= FE_MAX_INDIRECT_SEGS;
+	default:
+		return false;
+	}
+}
+
+static void write_segs(struct fe_wire_seg *dst, const struct fe_req *req)
+{
+	unsigned int i;
+
+	for (i = 0; i < req->nr_segments; i++) {
+		dst[i].gref = req->seg[i].gref;
+		dst[i].first_sect = req->seg[i].first_sect;
+		dst[i].last_sect = req->seg[i].last_sect;
+		dst[i].pad = 0;
+	}
+}
+
+static void write_x64(void *s, const struct fe_req *req)
+{
+	struct fe_x64_req_rw *rw = s;
+	struct fe_x64_req_discard *d = s;
+	struct fe_x64_req_indirect *in = s;
+	unsigned int i;
+
+	switch (req->operation) {
+	case BLKIF_OP_DISCARD:
+		d->operation = req->operation;
+		d->flag = req->discard_flag;
+		d->handle = req->handle;
+		d->pad = 0;
+		d->id = req->id;
+		d->sector_number = req->sector_number;
+		d->nr_sectors = req->nr_sectors;
+		break;
+	case BLKIF_OP_INDIRECT:
+		in->operation = req->operation;
+		in->indirect_op = req->indirect_op;
+		in->nr_segments = req->nr_segments;
+		in->pad0 = 0;
+		in->id = req->id;
+		in->sector_number = req->sector_number;
+		in->handle = req->handle;
+		in->pad1 = 0;
+		for (i = 0; i < BLKIF_MAX_INDIRECT_PAGES_PER_REQUEST; i++)
+			in->indirect_grefs[i] = i < indirect_pages(req->nr_segments)
+						? req->indirect_grefs[i] : 0;
+		in->pad2 = 0;
+		break;
+	default:
+		rw->operation = req->operation;
+		rw->nr_segments = (uint8_t)req->nr_segments;
+		rw->handle = req->handle;
+		rw->pad = 0;
+		rw->id = req->id;
+		rw->sector_number = req->sector_number;
+		write_segs(rw->seg, req);
+		break;
+	}
+}
+
+static void write_x32(void *s, const struct fe_req *req)
+{
+	struct fe_x32_req_rw *rw = s;
+	struct fe_x32_req_discard *d = s;
+	struct fe_x32_req_indirect *in = s;
+	struct fe_wire_seg *segs;
+	unsigned int i;
+
+	switch (req->operation) {
+	case BLKIF_OP_DISCARD:
+		d->operation = req->operation;
+		d->flag = req->discard_flag;
+		d->handle = req->handle;
+		d->id = req->id;
+		d->sector_number = req->sector_number;
+		d->nr_sectors = req->nr_sectors;
+		break;
+	case BLKIF_OP_INDIRECT:
+		in->operation = req->operation;
+		in->indirect_op = req->indirect_op;
+		in->nr_segments = req->nr_segments;
+		in->id = req->id;
+		in->sector_number = req->sector_number;
+		in->handle = req->handle;
+		in->pad1 = 0;
+		for (i = 0; i < BLKIF_MAX_INDIRECT_PAGES_PER_REQUEST; i++)
+			in->indirect_grefs[i] = i < indirect_pages(req->nr_segments)
+						? req->indirect_grefs[i] : 0;
+		in->pad2 = 0;
+		break;
+	default:
+		rw->operation = req->operation;
+		rw->nr_segments = (uint8_t)req->nr_segments;
+		rw->handle = req->handle;
+		rw->id = req->id;
+		rw->sector_number = req->sector_number;
+		/* seg is 4-aligned at offset 20 of a 4-aligned slot */
+		segs = (struct fe_wire_seg *)((unsigned char *)s +
+					      offsetof(struct fe_x32_req_rw, seg));
+		write_segs(segs, req);
+		break;
+	}
+}
+
+int fe_ring_put_req(struct fe_ring *r, const struct fe_req *req)
+{
+	if (r->broken)
+		return -EIO;
+	if (!req_ok(req) || req->id >= r->size)
+		return -EINVAL;
+	if (r->expect[req->id] != FE_RING_ID_FREE)
+		return -EEXIST;
+	if (fe_ring_free_slots(r) == 0)
+		return -EBUSY;
+	if (r->abi == FE_ABI_X86_32)
+		write_x32(slot(r, r->req_prod_pvt), req);
+	else
+		write_x64(slot(r, r->req_prod_pvt), req);
+	r->expect[req->id] = expected_op(req);
+	r->req_prod_pvt++;
+	return 0;
+}
+
+bool fe_ring_push(struct fe_ring *r)
+{
+	uint32_t old = r->req_pushed, new = r->req_prod_pvt, event;
+
+	if (old == new)
+		return false;
+	fe_wmb();       /* backend sees the requests before the new index */
+	shared_store(&hdr(r)->req_prod, new);
+	fe_mb();        /* the new index before we look at req_event */
+	event = shared_load(&hdr(r)->req_event);
+	r->req_pushed = new;
+	/* notify iff req_event lies in (old, new] */
+	return (uint32_t)(new - event) < (uint32_t)(new - old);
+}
+
+/* ---- response fetch ------------------------------------------------------ */
+
+/* The one read of a response slot: copy it, decode only the copy. */
+static void copy_rsp(const struct fe_ring *r, uint32_t idx, struct fe_rsp *out)
+{
+	union {
+		struct fe_x64_rsp x64;
+		struct fe_x32_rsp x32;
+		unsigned char bytes[sizeof(struct fe_x64_rsp)];
+	} c;
+	size_t len = r->abi == FE_ABI_X86_32 ? sizeof(c.x32) : sizeof(c.x64);
+
+	memcpy(c.bytes, slot(r, idx), len);
+	if (r->abi == FE_ABI_X86_32) {
+		out->id = c.x32.id;
+		out->operation = c.x32.operation;
+		out->status = c.x32.status;
+	} else {
+		out->id = c.x64.id;
+		out->operation = c.x64.operation;
+		out->status = c.x64.status;
+	}
+}
+
+int fe_ring_fetch_rsp(struct fe_ring *r, struct fe_rsp *out)
+{
+	uint32_t prod, issued = r->req_pushed - r->rsp_cons;
+	struct fe_rsp rsp;
+
+	if (r->broken)
+		return -EIO;
+	prod = shared_load(&hdr(r)->rsp_prod);
+	fe_rmb();       /* rsp_prod before the responses it covers */
+	if ((uint32_t)(prod - r->rsp_cons) > issued) {
+		ring_break(r, "rsp_prod %u runs past the %u requests issued (rsp_cons %u)",
+			   prod, issued, r->rsp_cons);
+		return -EIO;
+	}
+	if (prod == r->rsp_cons)
+		return 0;
+	copy_rsp(r, r->rsp_cons, &rsp);
+	if (rsp.id >= r->size) {
+		ring_break(r, "response id %llu out of range (ring size %u)",
+			   (unsigned long long)rsp.id, r->size);
+		return -EIO;
+	}
+	if (r->expect[rsp.id] == FE_RING_ID_FREE) {
+		ring_break(r, "response id %llu is not in flight",
+			   (unsigned long long)rsp.id);
+		return -EIO;
+	}
+	if (r->expect[rsp.id] != rsp.operation) {
+		ring_break(r, "response id %llu has operation %u, request was %u",
+			   (unsigned long long)rsp.id, rsp.operation, r->expect[rsp.id]);
+		return -EIO;
+	}
+	r->expect[rsp.id] = FE_RING_ID_FREE;
+	r->rsp_cons++;
+	*out = rsp;
+	return 1;
+}
+
+bool fe_ring_final_check(struct fe_ring *r)
+{
+	if (r->broken)
+		return false;
+	if (shared_load(&hdr(r)->rsp_prod) != r->rsp_cons)
+		return true;
+	shared_store(&hdr(r)->rsp_event, r->rsp_cons + 1);
+	fe_mb();        /* rsp_event before the second look at rsp_prod */
+	return shared_load(&hdr(r)->rsp_prod) != r->rsp_cons;
+}

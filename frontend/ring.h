@@ -1,0 +1,144 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * The frontend side of one blkif shared ring (one queue).
+ *
+ * The ring occupies 2^order pages (order 0..5) of memory granted to the
+ * backend; it holds 32 << order entries in either ABI (112-byte entries for
+ * x86_64-abi, 108-byte entries for x86_32-abi).
+ *
+ * Requests are described ABI-neutrally (struct fe_req) and written into the
+ * slot field by field, every padding byte set, so no stale private memory
+ * reaches the backend.  fe_ring_push() publishes them with the barriers of
+ * RING_PUSH_REQUESTS_AND_CHECK_NOTIFY and says whether to notify.
+ *
+ * Responses: fe_ring_fetch_rsp() is the only function that reads a response
+ * slot.  It copies the slot out once, then validates the copy (XSA-155 and
+ * the XSA-376/391 hardening of Linux blkfront):
+ *   - rsp_prod may not run past the requests issued (a runaway producer);
+ *   - the id must be below the ring size and in flight;
+ *   - the operation must be the one issued under that id (the indirect_op
+ *     for BLKIF_OP_INDIRECT, as backends echo it).
+ * Any violation latches the ring as broken: every later call fails with
+ * -EIO and the reason stays readable through fe_ring_error().  Nothing of
+ * a bad response is used.
+ *
+ * Locking: a struct fe_ring has no lock of its own.  Every call must be
+ * made under the owning queue's lock (frontend/queue.c); the backend is the
+ * only other party and touches only the shared pages.
+ */
+#ifndef XBD_FRONTEND_RING_H
+#define XBD_FRONTEND_RING_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "frontend/wire.h"
+
+#define FE_RING_MAX_ORDER 5
+#define FE_RING_PAGE_SIZE 4096u
+
+enum fe_abi {
+	FE_ABI_X86_64,
+	FE_ABI_X86_32,
+};
+
+/* The `protocol` string of an ABI, and the reverse ("native" and NULL map
+ * to the build's native ABI).  fe_abi_parse returns 0 or -EINVAL. */
+const char *fe_abi_protocol(enum fe_abi abi);
+int fe_abi_parse(const char *s, enum fe_abi *out);
+
+/* An ABI-neutral request as the frontend issues it. */
+struct fe_req {
+	uint8_t operation;        /* BLKIF_OP_* */
+	uint8_t indirect_op;      /* BLKIF_OP_READ/WRITE when operation is INDIRECT */
+	uint8_t discard_flag;     /* BLKIF_DISCARD_SECURE or 0 */
+	uint16_t handle;
+	uint16_t nr_segments;     /* direct: 0..11; indirect: 1..FE_MAX_INDIRECT_SEGS */
+	uint64_t id;
+	uint64_t sector_number;   /* 512-byte units */
+	uint64_t nr_sectors;      /* discard only */
+	/* direct segments (operation READ, WRITE, FLUSH, BARRIER) */
+	struct fe_wire_seg seg[BLKIF_MAX_SEGMENTS_PER_REQUEST];
+	/* indirect pages, ceil(nr_segments / 512) of them */
+	uint32_t indirect_grefs[BLKIF_MAX_INDIRECT_PAGES_PER_REQUEST];
+};
+
+/* A response after fe_ring_fetch_rsp() copied and checked it. */
+struct fe_rsp {
+	uint64_t id;
+	uint8_t operation;
+	int16_t status;           /* BLKIF_RSP_* as sent; callers map unknown values to errors */
+};
+
+struct fe_ring {
+	void *sring;              /* shared pages: header then entries (not owned) */
+	enum fe_abi abi;
+	unsigned int order;
+	unsigned int size;        /* entries: 32 << order */
+	unsigned int stride;      /* bytes per entry: 112 or 108 */
+	uint32_t req_prod_pvt;    /* requests written, not all pushed yet */
+	uint32_t req_pushed;      /* req_prod as last published */
+	uint32_t rsp_cons;        /* responses consumed */
+	/* expect[id]: operation a response for id must carry, FE_RING_ID_FREE
+	 * when no request with that id is in flight. */
+	uint8_t *expect;
+	bool broken;
+	char error[128];          /* why the ring broke, "" while healthy */
+};
+
+#define FE_RING_ID_FREE 0xffu
+
+/* Number of entries of a ring of 2^order pages (same for both ABIs). */
+unsigned int fe_ring_entries(unsigned int order);
+
+/*
+ * Attach to 2^order pages at sring (page aligned, already shared with the
+ * backend) as a fresh ring: the header is reset (indexes 0, events 1).
+ * Returns 0, -EINVAL for a bad order/ABI, -ENOMEM.
+ */
+int fe_ring_init(struct fe_ring *r, void *sring, unsigned int order, enum fe_abi abi);
+/* Frees what fe_ring_init allocated; safe on a zeroed or destroyed ring. */
+void fe_ring_destroy(struct fe_ring *r);
+
+/* Slots free for fe_ring_put_req (0 when full or broken). */
+unsigned int fe_ring_free_slots(const struct fe_ring *r);
+/* Requests issued and not yet answered. */
+unsigned int fe_ring_in_flight(const struct fe_ring *r);
+
+/*
+ * Write req into the next slot (not yet visible to the backend).
+ * -EIO if broken, -EBUSY if full, -EINVAL if req is malformed (bad op,
+ * segment count, id out of range) and -EEXIST if its id is in flight.
+ */
+int fe_ring_put_req(struct fe_ring *r, const struct fe_req *req);
+
+/*
+ * Publish the written requests.  Returns true when the backend must be
+ * notified (it asked for an event at an index now passed).
+ */
+bool fe_ring_push(struct fe_ring *r);
+
+/*
+ * Take the next response.  Returns 1 with *out filled, 0 when none is
+ * pending, -EIO when the ring is (or just became) broken.
+ */
+int fe_ring_fetch_rsp(struct fe_ring *r, struct fe_rsp *out);
+
+/*
+ * No response pending: ask for an event at the next one (rsp_event), then
+ * look again.  Returns true when responses arrived meanwhile (the caller
+ * loops instead of sleeping), as RING_FINAL_CHECK_FOR_RESPONSES.
+ */
+bool fe_ring_final_check(struct fe_ring *r);
+
+static inline bool fe_ring_is_broken(const struct fe_ring *r)
+{
+	return r->broken;
+}
+
+static inline const char *fe_ring_error(const struct fe_ring *r)
+{
+	return r->error;
+}
+
+#endif

@@ -1,0 +1,154 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * libxbdfront: the blkif frontend a guest process links.
+ *
+ * A device (struct xbdfront_dev) is one virtual disk with 1..N queues.
+ * Each queue is a blkif ring with its own event channel, grant pool and
+ * lock; queues share nothing, so one thread per queue scales.
+ *
+ * I/O model
+ *   - Asynchronous: xbdfront_submit() with a callback, or
+ *     xbdfront_submit_cq() whose completion lands in the queue's completion
+ *     queue (xbdfront_reap()).  Completions are produced by
+ *     xbdfront_process(), which the application calls when the queue's fd
+ *     (xbdfront_queue_fd(), poll for POLLIN) is readable; callbacks run in
+ *     that thread, without any library lock held, and may submit again.
+ *   - Synchronous: xbdfront_pread/pwrite/preadv/pwritev/flush/discard
+ *     submit on the calling thread's queue and drive it until done.
+ *   - Scatter-gather: any iovec; the data is bounced through pages granted
+ *     to the backend (the application's memory is never granted).  Large
+ *     I/O is split to the negotiated segment limits (11 per request, or
+ *     the indirect-descriptor limit).
+ *   - Offsets and lengths are bytes and must be multiples of the logical
+ *     sector size (xbdfront_info.sector_size).
+ * Thread safety: every call may be made from any thread; calls on one
+ * queue serialise on its lock.  xbdfront_close() must not race with other
+ * calls on the device.
+ *
+ * Errors: 0 or a negative errno.  A backend that breaks the protocol
+ * (bad response id, operation or count) shuts the device down: every
+ * pending I/O completes with -EIO and later calls fail with -EIO; the
+ * reason is in xbdfront_info.error.  Nothing the backend writes reaches
+ * the application's buffers unless the response was valid and OKAY.
+ *
+ * Opening: xbdfront_open(domid, vdev, opts) claims the domain on the
+ * platform, negotiates with the backend through xenstore and returns a
+ * connected device; a monitor thread then follows the backend (resize,
+ * restart with re-issue of in-flight I/O, detach).
+ */
+#ifndef XBDFRONT_H
+#define XBDFRONT_H
+
+#include <stdbool.h>
+#include <stdint.h>
+#include <sys/types.h>
+#include <sys/uio.h>
+
+enum xbdfront_abi {
+	XBDFRONT_ABI_NATIVE,          /* x86_64-abi on this build */
+	XBDFRONT_ABI_X86_64,
+	XBDFRONT_ABI_X86_32,          /* 108-byte requests, 12-byte responses */
+};
+
+/* What the frontend asks for; the backend's limits cap each value. */
+struct xbdfront_opts {
+	enum xbdfront_abi abi;
+	unsigned int max_queues;          /* default 4 (Linux blkfront) */
+	unsigned int max_ring_page_order; /* default 0 (Linux), at most 5 */
+	unsigned int max_indirect_segs;   /* default 32 (Linux); 0 = direct only */
+	bool persistent;                  /* feature-persistent, default true */
+	unsigned int pool_pages;          /* granted pages per queue, default 4096 */
+	unsigned int connect_timeout_ms;  /* default 10000 */
+	const char *platform;             /* "auto" (default), "local" or "xen" */
+	const char *rundir;               /* local platform dir; NULL: $XBD_RUNDIR */
+};
+
+void xbdfront_opts_default(struct xbdfront_opts *o);
+
+struct xbdfront_info {
+	uint64_t sectors;                 /* capacity, 512-byte units */
+	unsigned int sector_size;         /* logical block size */
+	unsigned int physical_sector_size;
+	unsigned int nr_queues;
+	unsigned int ring_page_order;
+	unsigned int max_indirect_segs;   /* 0 when direct only */
+	enum xbdfront_abi abi;
+	bool persistent, readonly, flush, barrier, discard, discard_secure;
+	int error;                        /* 0, or the -errno the device died with */
+	char reason[160];                 /* why it died */
+};
+
+enum xbdfront_op {
+	XBDFRONT_READ,
+	XBDFRONT_WRITE,
+	XBDFRONT_FLUSH,           /* write cache flush (barrier on barrier-only backends) */
+	XBDFRONT_BARRIER,
+	XBDFRONT_DISCARD,
+	XBDFRONT_SECURE_DISCARD,
+};
+
+struct xbdfront_dev;
+
+/*
+ * Open virtual disk vdev ("xvda", "d0p1", "51712"...) of domain domid:
+ * claim the domain (this process becomes it), negotiate, wait for the
+ * backend to connect.  Call before starting threads that use libxenstore
+ * (the xenstore socket is chosen through XENSTORED_PATH).  Errors:
+ * -EINVAL (vdev, opts), -ENOENT (no such device in xenstore), -EBUSY
+ * (domain claimed by another process), -ETIMEDOUT (backend did not
+ * connect), -ENODEV (backend closing), -EPROTO (backend values out of
+ * range); failures after the handshake started are also written to the
+ * device's `error` node, with state Closing.
+ */
+int xbdfront_open(unsigned int domid, const char *vdev, const struct xbdfront_opts *opts,
+		  struct xbdfront_dev **out);
+
+typedef void (*xbdfront_cb)(void *arg, int status);
+
+struct xbdfront_cqe {
+	uint64_t user_data;
+	int status;                       /* 0 or -errno */
+};
+
+int xbdfront_get_info(struct xbdfront_dev *dev, struct xbdfront_info *out);
+unsigned int xbdfront_nr_queues(const struct xbdfront_dev *dev);
+
+/*
+ * Submit on queue q (0..nr_queues-1).  len: bytes (0 for flush/barrier);
+ * iov: the data of reads and writes (the array is copied; the buffers must
+ * stay valid until completion; a write's data may be read after the call
+ * returns).  Returns 0 when cb will be called exactly once, else -errno
+ * (-EINVAL, -EROFS, -EOPNOTSUPP, -E2BIG above the pool, -EIO/-ENODEV when
+ * the device is dead) and cb is never called.
+ */
+int xbdfront_submit(struct xbdfront_dev *dev, unsigned int q, enum xbdfront_op op,
+		    uint64_t offset, uint64_t len, const struct iovec *iov, int iovcnt,
+		    xbdfront_cb cb, void *arg);
+/* Same, with the completion going to queue q's completion queue. */
+int xbdfront_submit_cq(struct xbdfront_dev *dev, unsigned int q, enum xbdfront_op op,
+		       uint64_t offset, uint64_t len, const struct iovec *iov, int iovcnt,
+		       uint64_t user_data);
+/* The fd to poll (POLLIN) for queue q. */
+int xbdfront_queue_fd(struct xbdfront_dev *dev, unsigned int q);
+/* Handle queue q's events; returns completions delivered or -errno. */
+int xbdfront_process(struct xbdfront_dev *dev, unsigned int q);
+/* Up to n completion-queue entries of queue q; returns how many. */
+unsigned int xbdfront_reap(struct xbdfront_dev *dev, unsigned int q,
+			   struct xbdfront_cqe *cqe, unsigned int n);
+
+/* Synchronous helpers: whole-length transfer or -errno. */
+ssize_t xbdfront_preadv(struct xbdfront_dev *dev, const struct iovec *iov, int iovcnt,
+			uint64_t offset);
+ssize_t xbdfront_pwritev(struct xbdfront_dev *dev, const struct iovec *iov, int iovcnt,
+			 uint64_t offset);
+ssize_t xbdfront_pread(struct xbdfront_dev *dev, void *buf, size_t len, uint64_t offset);
+ssize_t xbdfront_pwrite(struct xbdfront_dev *dev, const void *buf, size_t len,
+			uint64_t offset);
+int xbdfront_flush(struct xbdfront_dev *dev);
+int xbdfront_discard(struct xbdfront_dev *dev, uint64_t offset, uint64_t len, bool secure);
+
+/* Fail what is pending with -ENODEV, tell the backend (Closing, then
+ * Closed once it let go of the rings), free everything.  Safe with NULL. */
+void xbdfront_close(struct xbdfront_dev *dev);
+
+#endif

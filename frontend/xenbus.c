@@ -1,0 +1,559 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * xenbus handshake of the frontend: xbdfront_open() and the monitor
+ * thread.  See xenbus.h for the sequence and the transitions.
+ *
+ * Threads: xbdfront_open() runs the first handshake on the caller's
+ * thread; from then on the monitor thread alone uses xb->xs and the phase,
+ * until fe_xb_close() joins it.  The queues lock themselves, so the
+ * monitor may reset and reconnect them while application threads do I/O.
+ */
+#include <errno.h>
+#include <poll.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/eventfd.h>
+#include <unistd.h>
+
+#include "frontend/device.h"
+#include "frontend/xenbus.h"
+#include "lib/vdev.h"
+#include "lib/xenbus.h"
+
+#define CLOSE_WAIT_MS 2000
+
+enum fe_phase {
+	PH_INITIALISED,   /* rings published, waiting for Connected */
+	PH_CONNECTED,
+	PH_WAITING,       /* backend away, online: waiting for it to probe again */
+	PH_CLOSED,        /* detached or failed: nothing more to do */
+};
+
+struct fe_xb {
+	struct xs_handle *xs;         /* owned; the monitor's once it runs */
+	struct xbd_platform *plat;    /* owned */
+	struct xbd_domain *dom;       /* owned claim */
+	xbd_domid_t domid, be_domid;
+	uint32_t devid;
+	char fe[96], be[160];
+	struct xbdfront_opts opts;
+	enum fe_abi abi;
+	struct xbdfront_dev *dev;
+	enum fe_phase phase;
+	pthread_t monitor;
+	bool monitoring;
+	int stop_fd;
+	unsigned int reconnects;
+};
+
+struct offer {
+	unsigned int max_queues, max_order;
+	bool persistent;
+};
+
+static unsigned int umin(unsigned int a, unsigned int b)
+{
+	return a < b ? a : b;
+}
+
+/* An optional number the backend wrote: absent or garbage reads as def
+ * (as Linux xenbus_read_unsigned), then clamped to [min, max]. */
+static unsigned int read_opt(struct fe_xb *xb, const char *node, unsigned int def,
+			     unsigned int min, unsigned int max)
+{
+	unsigned int v;
+
+	if (xbd_xs_read_uint(xb->xs, XBT_NULL, xb->be, node, 0, UINT32_MAX, &v))
+		v = def;
+	return v < min ? min : v > max ? max : v;
+}
+
+static int __attribute__((format(printf, 3, 4)))
+fatal(struct fe_xb *xb, int err, const char *fmt, ...)
+{
+	char msg[200];
+	va_list ap;
+
+	va_start(ap, fmt);
+	vsnprintf(msg, sizeof(msg), fmt, ap);
+	va_end(ap);
+	(void)xbd_xenbus_dev_fatal(xb->xs, xb->fe, err, "%s", msg);
+	xb->phase = PH_CLOSED;
+	return err;
+}
+
+/* <fe>/backend must name this very device's backend directory. */
+static int locate(struct fe_xb *xb)
+{
+	char want[sizeof(xb->be)];
+	unsigned int id;
+	int rc;
+
+	rc = xbd_xs_read_buf(xb->xs, XBT_NULL, xb->fe, "backend", xb->be, sizeof(xb->be));
+	if (!rc)
+		rc = xbd_xs_read_uint(xb->xs, XBT_NULL, xb->fe, "backend-id", 0, XBD_DOMID_MAX, &id);
+	if (rc)
+		return rc;
+	snprintf(want, sizeof(want), "/local/domain/%u/backend/vbd/%u/%u", id, xb->domid,
+		 xb->devid);
+	if (strcmp(want, xb->be))
+		return -EPROTO;
+	xb->be_domid = (xbd_domid_t)id;
+	return 0;
+}
+
+static void read_offer(struct fe_xb *xb, struct offer *o)
+{
+	unsigned int pages;
+
+	o->max_queues = read_opt(xb, "multi-queue-max-queues", 1, 1, FE_DEV_MAX_QUEUES);
+	o->max_order = read_opt(xb, "max-ring-page-order", 0, 0, FE_RING_MAX_ORDER);
+	/* the deprecated max-ring-pages scheme (blkif.h note 3) */
+	pages = read_opt(xb, "max-ring-pages", 1, 1, 1u << FE_RING_MAX_ORDER);
+	if ((unsigned int)__builtin_ctz(pages) > o->max_order && !(pages & (pages - 1)))
+		o->max_order = (unsigned int)__builtin_ctz(pages);
+	o->persistent = read_opt(xb, "feature-persistent", 0, 0, 1);
+}
+
+/* ---- publishing ---------------------------------------------------------- */
+
+/* Remove keys of an earlier connection that the new one may not write. */
+static int clean_keys(struct xs_handle *xs, xs_transaction_t t, const char *fe)
+{
+	char **names;
+	unsigned int n, i;
+	int rc;
+
+	rc = xbd_xs_directory(xs, t, fe, NULL, &names, &n);
+	if (rc)
+		return rc;
+	for (i = 0; i < n && !rc; i++)
+		if (!strncmp(names[i], "ring-ref", 8) || !strncmp(names[i], "queue-", 6) ||
+		    !strcmp(names[i], "event-channel") || !strcmp(names[i], "ring-page-order") ||
+		    !strcmp(names[i], "multi-queue-num-queues"))
+			rc = xbd_xs_rm(xs, t, fe, names[i]);
+	free(names);
+	return rc;
+}
+
+static int write_queue(struct xs_handle *xs, xs_transaction_t t, const char *dir,
+		       struct fe_queue *q)
+{
+	xbd_grant_ref_t refs[1u << FE_RING_MAX_ORDER];
+	unsigned int n = fe_queue_ring_refs(q, refs), k;
+	char node[16];
+	int rc = 0;
+
+	if (n == 1)
+		rc = xbd_xs_printf(xs, t, dir, "ring-ref", "%u", refs[0]);
+	for (k = 0; n > 1 && k < n && !rc; k++) {
+		snprintf(node, sizeof(node), "ring-ref%u", k);
+		rc = xbd_xs_printf(xs, t, dir, node, "%u", refs[k]);
+	}
+	return rc ? rc : xbd_xs_printf(xs, t, dir, "event-channel", "%d", fe_queue_port(q));
+}
+
+static int publish_txn(struct xs_handle *xs, xs_transaction_t t, void *arg)
+{
+	struct fe_xb *xb = arg;
+	struct xbdfront_dev *dev = xb->dev;
+	char dir[sizeof(xb->fe) + 24];
+	unsigned int i;
+	int rc;
+
+	rc = clean_keys(xs, t, xb->fe);
+	if (!rc && dev->par.order)
+		rc = xbd_xs_printf(xs, t, xb->fe, "ring-page-order", "%u", dev->par.order);
+	if (!rc && dev->par.nqueues == 1)
+		rc = write_queue(xs, t, xb->fe, dev->q[0]);
+	if (!rc && dev->par.nqueues > 1)
+		rc = xbd_xs_printf(xs, t, xb->fe, "multi-queue-num-queues", "%u",
+				   dev->par.nqueues);
+	for (i = 0; dev->par.nqueues > 1 && i < dev->par.nqueues && !rc; i++) {
+		snprintf(dir, sizeof(dir), "%s/queue-%u", xb->fe, i);
+		rc = write_queue(xs, t, dir, dev->q[i]);
+	}
+	if (!rc)
+		rc = xbd_xs_write(xs, t, xb->fe, "protocol", fe_abi_protocol(dev->par.abi));
+	if (!rc)
+		rc = xbd_xs_printf(xs, t, xb->fe, "feature-persistent", "%u", dev->par.persistent);
+	return rc;
+}
+
+/* Rings granted: publish them and say Initialised. */
+static int initialise(struct fe_xb *xb)
+{
+	int rc = xbd_xs_transaction(xb->xs, publish_txn, xb);
+
+	if (rc)
+		return fatal(xb, rc, "writing ring references and event channels");
+	rc = xbd_xenbus_set_state(xb->xs, xb->fe, XenbusStateInitialised);
+	if (rc)
+		return fatal(xb, rc, "switching to Initialised");
+	xb->phase = PH_INITIALISED;
+	return 0;
+}
+
+/* ---- connecting ---------------------------------------------------------- */
+
+static int read_props(struct fe_xb *xb, struct fe_limits *lim, unsigned int *pss)
+{
+	unsigned int info, ss, ind;
+	uint64_t sectors;
+	int rc;
+
+	rc = xbd_xs_read_u64(xb->xs, XBT_NULL, xb->be, "sectors", 0, UINT64_MAX / 512, &sectors);
+	if (!rc)
+		rc = xbd_xs_read_uint(xb->xs, XBT_NULL, xb->be, "info", 0, UINT32_MAX, &info);
+	if (!rc)
+		rc = xbd_xs_read_uint(xb->xs, XBT_NULL, xb->be, "sector-size", 512, 4096, &ss);
+	if (rc)
+		return fatal(xb, -EPROTO, "reading sectors, info and sector-size of %s", xb->be);
+	ind = read_opt(xb, "feature-max-indirect-segments", 0, 0, FE_MAX_INDIRECT_SEGS);
+	ind = umin(ind, xb->opts.max_indirect_segs);
+	*lim = (struct fe_limits){
+		.handle = (uint16_t)xb->devid, .sector_size = ss, .sectors = sectors,
+		.max_indirect_segs = ind > BLKIF_MAX_SEGMENTS_PER_REQUEST ? ind : 0,
+		.readonly = info & VDISK_READONLY,
+		.flush = read_opt(xb, "feature-flush-cache", 0, 0, 1),
+		.barrier = read_opt(xb, "feature-barrier", 0, 0, 1),
+		.discard = read_opt(xb, "feature-discard", 0, 0, 1),
+	};
+	lim->discard_secure = lim->discard && read_opt(xb, "discard-secure", 0, 0, 1);
+	*pss = read_opt(xb, "physical-sector-size", ss, ss, 1u << 30);
+	if (fe_limits_check(lim))
+		return fatal(xb, -EPROTO, "unusable sector-size %u / sectors %llu", ss,
+			     (unsigned long long)sectors);
+	return 0;
+}
+
+/* The backend is Connected: read the disk, start the queues, Connected. */
+static int finish(struct fe_xb *xb)
+{
+	struct fe_limits lim;
+	unsigned int pss = 0;
+	int rc;
+
+	rc = read_props(xb, &lim, &pss);
+	if (rc)
+		return rc;
+	rc = fe_dev_connect(xb->dev, &lim, pss);
+	if (rc)
+		return fatal(xb, rc, "connecting the queues");
+	rc = xbd_xenbus_set_state(xb->xs, xb->fe, XenbusStateConnected);
+	if (rc)
+		return fatal(xb, rc, "switching to Connected");
+	xb->phase = PH_CONNECTED;
+	return 0;
+}
+
+/* Detached (or gone): pending I/O fails, we are Closed. */
+static void detach(struct fe_xb *xb, const char *why)
+{
+	unsigned int i;
+
+	for (i = 0; i < xb->dev->par.nqueues; i++)
+		fe_queue_fail_all(xb->dev->q[i], -ENODEV, why);
+	(void)xbd_xenbus_set_state(xb->xs, xb->fe, XenbusStateClosing);
+	(void)xbd_xenbus_set_state(xb->xs, xb->fe, XenbusStateClosed);
+	xb->phase = PH_CLOSED;
+}
+
+/* Backend restarted: requests back from the old rings, fresh rings out. */
+static void recover(struct fe_xb *xb)
+{
+	struct offer o;
+	int rc;
+
+	read_offer(xb, &o);
+	xb->reconnects++;
+	if (o.max_queues < xb->dev->par.nqueues) {
+		detach(xb, "restarted backend offers fewer queues");
+		fatal(xb, -EPROTO, "restarted backend offers %u queues, %u in use",
+		      o.max_queues, xb->dev->par.nqueues);
+		return;
+	}
+	rc = fe_dev_reset(xb->dev, umin(xb->dev->par.order, o.max_order), xb->dev->par.abi);
+	if (rc) {
+		fatal(xb, rc, "new rings for the restarted backend");
+		return;
+	}
+	(void)initialise(xb);
+}
+
+/* Online resize: only the capacity may change. */
+static void resize(struct fe_xb *xb)
+{
+	uint64_t sectors;
+	unsigned int i;
+
+	if (xbd_xs_read_u64(xb->xs, XBT_NULL, xb->be, "sectors", 0, UINT64_MAX / 512, &sectors))
+		return;
+	for (i = 0; i < xb->dev->par.nqueues; i++)
+		fe_queue_set_sectors(xb->dev->q[i], sectors);
+	xb->dev->lim.sectors = sectors;
+}
+
+void fe_xb_on_peer_state(struct fe_xb *xb, enum xenbus_state state)
+{
+	unsigned int online;
+
+	if (xb->phase == PH_CLOSED)
+		return;
+	switch (state) {
+	case XenbusStateInitialising:
+	case XenbusStateInitWait:
+		/* A backend probing again after a restart.  Already published
+		 * for it (a repeated event): nothing to do. */
+		if (xb->phase != PH_INITIALISED)
+			recover(xb);
+		break;
+	case XenbusStateInitialised:
+		break;
+	case XenbusStateConnected:
+		if (xb->phase == PH_INITIALISED)
+			(void)finish(xb);
+		else if (xb->phase == PH_WAITING)
+			recover(xb);     /* reconnected without us: give it new rings */
+		else
+			resize(xb);
+		break;
+	case XenbusStateClosing:
+	case XenbusStateClosed:
+		/* online=0 is the toolstack detaching; otherwise the backend
+		 * comes back, so I/O waits.  From Closed, Initialising asks it
+		 * to probe again (the backend's reconnect rule). */
+		if (xbd_xs_read_uint(xb->xs, XBT_NULL, xb->be, "online", 0, 1, &online) ||
+		    !online) {
+			detach(xb, "backend detached");
+		} else if (state == XenbusStateClosed && xb->phase != PH_WAITING) {
+			xb->phase = PH_WAITING;
+			(void)xbd_xenbus_set_state(xb->xs, xb->fe, XenbusStateInitialising);
+		}
+		break;
+	default:
+		detach(xb, "backend removed");
+		break;
+	}
+}
+
+/* ---- monitor thread ------------------------------------------------------- */
+
+static void *monitor_main(void *arg)
+{
+	struct fe_xb *xb = arg;
+	struct pollfd pfd[2] = { { .fd = xbd_xs_watch_fd(xb->xs), .events = POLLIN },
+				 { .fd = xb->stop_fd, .events = POLLIN } };
+	char path[256], token[32];
+	enum xenbus_state st;
+
+	if (xbd_xs_watch(xb->xs, xb->be, "xbdfront-be"))
+		return NULL;
+	for (;;) {
+		if (poll(pfd, 2, -1) < 0 && errno != EINTR)
+			break;
+		if (pfd[1].revents)
+			break;
+		while (xbd_xs_next_event(xb->xs, path, sizeof(path), token, sizeof(token)) > 0)
+			;
+		/* level-triggered: act on the state as it is now */
+		if (xbd_xenbus_read_state(xb->xs, XBT_NULL, xb->be, &st) == 0)
+			fe_xb_on_peer_state(xb, st);
+	}
+	(void)xbd_xs_unwatch(xb->xs, xb->be, "xbdfront-be");
+	return NULL;
+}
+
+static int monitor_start(struct fe_xb *xb)
+{
+	xb->stop_fd = eventfd(0, EFD_CLOEXEC);
+	if (xb->stop_fd < 0)
+		return -errno;
+	if (pthread_create(&xb->monitor, NULL, monitor_main, xb)) {
+		close(xb->stop_fd);
+		xb->stop_fd = -1;
+		return -EAGAIN;
+	}
+	xb->monitoring = true;
+	return 0;
+}
+
+static void monitor_stop(struct fe_xb *xb)
+{
+	uint64_t one = 1;
+
+	if (!xb->monitoring)
+		return;
+	if (write(xb->stop_fd, &one, sizeof(one)) != sizeof(one))
+		return;   /* cannot happen on an eventfd below its maximum */
+	pthread_join(xb->monitor, NULL);
+	close(xb->stop_fd);
+	xb->monitoring = false;
+}
+
+/* ---- open / close ------------------------------------------------------------ */
+
+/* Platform, domain claim and xenstore connection of the guest. */
+static int attach_platform(struct fe_xb *xb)
+{
+	enum xbd_platform_kind kind;
+	char sock[4096];
+	int rc;
+
+	rc = xbd_platform_kind_parse(xb->opts.platform ? xb->opts.platform : "auto", &kind);
+	if (!rc)
+		rc = xbd_platform_open(kind, xb->opts.rundir, &xb->plat);
+	if (!rc)
+		rc = xbd_domain_claim(xb->plat, xb->domid, &xb->dom);
+	if (rc)
+		return rc;
+	if (xbd_platform_get_kind(xb->plat) == XBD_PLATFORM_XEN)
+		return xbd_xs_open(NULL, &xb->xs);
+	if (snprintf(sock, sizeof(sock), "%s/dom%u/xenstore.sock",
+		     xbd_platform_rundir(xb->plat), xb->domid) >= (int)sizeof(sock))
+		return -ENAMETOOLONG;
+	return xbd_xs_open(sock, &xb->xs);
+}
+
+/* Steps 2-4 of xenbus.h: the backend's offer, our choice, the queues. */
+static int create_queues(struct fe_xb *xb)
+{
+	enum xenbus_state st;
+	struct offer o;
+	struct fe_dev_params par;
+	int rc;
+
+	rc = xbd_xenbus_wait_state(xb->xs, xb->be, ~(1u << XenbusStateInitialising) &
+				   ~(1u << XenbusStateUnknown), (int)xb->opts.connect_timeout_ms, &st);
+	if (rc == -ETIMEDOUT)
+		return fatal(xb, rc, "backend %s stayed %s for %u ms", xb->be,
+			     xbd_xenbus_state_name(st), xb->opts.connect_timeout_ms);
+	if (!rc && st >= XenbusStateClosing)
+		return fatal(xb, -ENODEV, "backend %s is %s", xb->be, xbd_xenbus_state_name(st));
+	if (rc)
+		return rc;
+	read_offer(xb, &o);
+	par = (struct fe_dev_params){
+		.backend = xb->be_domid,
+		.nqueues = umin(umin(xb->opts.max_queues, o.max_queues), FE_DEV_MAX_QUEUES),
+		.order = umin(xb->opts.max_ring_page_order, o.max_order),
+		.abi = xb->abi,
+		.persistent = xb->opts.persistent && o.persistent,
+		.pool_pages = xb->opts.pool_pages,
+	};
+	if (!par.nqueues)
+		par.nqueues = 1;
+	rc = fe_dev_create(xb->plat, xb->dom, &par, &xb->dev);
+	return rc ? fatal(xb, rc, "allocating %u rings of order %u", par.nqueues, par.order) : 0;
+}
+
+/* Steps 5-7: publish, wait for Connected, read the disk. */
+static int handshake(struct fe_xb *xb)
+{
+	enum xenbus_state st;
+	unsigned int mask = 1u << XenbusStateConnected | 1u << XenbusStateClosing |
+			    1u << XenbusStateClosed;
+	int rc;
+
+	rc = initialise(xb);
+	if (rc)
+		return rc;
+	rc = xbd_xenbus_wait_state(xb->xs, xb->be, mask, (int)xb->opts.connect_timeout_ms, &st);
+	if (rc == -ETIMEDOUT)
+		return fatal(xb, rc, "backend did not connect within %u ms (state %s)",
+			     xb->opts.connect_timeout_ms, xbd_xenbus_state_name(st));
+	if (rc)
+		return rc;
+	if (st != XenbusStateConnected)
+		return fatal(xb, -ENODEV, "backend went %s instead of Connected",
+			     xbd_xenbus_state_name(st));
+	return finish(xb);
+}
+
+static int opts_ok(const struct xbdfront_opts *o)
+{
+	if (!o->max_queues || o->max_ring_page_order > FE_RING_MAX_ORDER ||
+	    o->max_indirect_segs > FE_MAX_INDIRECT_SEGS || o->abi > XBDFRONT_ABI_X86_32 ||
+	    o->pool_pages <= BLKIF_MAX_INDIRECT_PAGES_PER_REQUEST + 1)
+		return -EINVAL;
+	return 0;
+}
+
+int xbdfront_open(unsigned int domid, const char *vdev, const struct xbdfront_opts *opts,
+		  struct xbdfront_dev **out)
+{
+	struct xbdfront_opts def;
+	struct xbd_vdev v;
+	struct fe_xb *xb;
+	int rc;
+
+	*out = NULL;
+	if (!opts) {
+		xbdfront_opts_default(&def);
+		opts = &def;
+	}
+	if (domid > XBD_DOMID_MAX || !vdev || xbd_vdev_parse(vdev, &v) || opts_ok(opts))
+		return -EINVAL;
+	xb = calloc(1, sizeof(*xb));
+	if (!xb)
+		return -ENOMEM;
+	xb->domid = (xbd_domid_t)domid;
+	xb->devid = v.devid;
+	xb->opts = *opts;
+	xb->abi = fe_abi_from_public(opts->abi);
+	xb->stop_fd = -1;
+	snprintf(xb->fe, sizeof(xb->fe), "/local/domain/%u/device/vbd/%u", domid, v.devid);
+	rc = attach_platform(xb);
+	if (!rc)
+		rc = locate(xb);
+	if (!rc)
+		rc = create_queues(xb);
+	if (!rc) {
+		xb->dev->xb = xb;
+		rc = handshake(xb);
+	}
+	if (!rc)
+		rc = monitor_start(xb);
+	if (rc) {
+		if (xb->dev)
+			xbdfront_close(xb->dev);
+		else
+			fe_xb_close(xb, NULL);
+		return rc;
+	}
+	*out = xb->dev;
+	return 0;
+}
+
+/* Wait (bounded) for the backend to reach one of mask. */
+static void wait_backend(struct fe_xb *xb, unsigned int mask)
+{
+	(void)xbd_xenbus_wait_state(xb->xs, xb->be, mask | 1u << XenbusStateUnknown,
+				    CLOSE_WAIT_MS, NULL);
+}
+
+void fe_xb_close(struct fe_xb *xb, struct xbdfront_dev *dev)
+{
+	if (!xb)
+		return;
+	monitor_stop(xb);
+	if (dev && xb->xs && xb->phase != PH_CLOSED) {
+		/* Linux order: Closing, the backend disconnects (unmaps our
+		 * rings and grants), then Closed, then our pages go. */
+		(void)xbd_xenbus_set_state(xb->xs, xb->fe, XenbusStateClosing);
+		wait_backend(xb, 1u << XenbusStateClosing | 1u << XenbusStateClosed);
+		(void)xbd_xenbus_set_state(xb->xs, xb->fe, XenbusStateClosed);
+		wait_backend(xb, 1u << XenbusStateClosed);
+	}
+	if (dev)
+		fe_dev_destroy_queues(dev);
+	if (xb->xs)
+		xs_close(xb->xs);
+	xbd_domain_release(xb->dom);
+	xbd_platform_close(xb->plat);
+	if (dev)
+		dev->xb = NULL;
+	free(xb);
+}

@@ -1,0 +1,51 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * The frontend's side of the xenbus handshake (blkif.h "STATE DIAGRAM"):
+ * xbdfront_open() negotiates, and a monitor thread follows the backend's
+ * state afterwards (resize, restart, detach).
+ *
+ * Negotiation, as Linux xen-blkfront's talk_to_blkback/blkfront_connect:
+ *   1. read <fe>/backend and <fe>/backend-id; the path must be
+ *      /local/domain/<backend-id>/backend/vbd/<domid>/<devid>;
+ *   2. wait (connect_timeout_ms) for the backend to leave Initialising;
+ *   3. read its offer: multi-queue-max-queues (default 1),
+ *      max-ring-page-order (default 0), feature-persistent (default 0);
+ *   4. queues = min(ours, its), order = min(ours, its), persistent = both;
+ *      allocate and grant the rings, allocate the event channels;
+ *   5. one transaction: ring-ref / ring-ref%u / event-channel (one queue)
+ *      or multi-queue-num-queues + queue-N/... (several), ring-page-order
+ *      (when > 0), protocol, feature-persistent; then Initialised;
+ *   6. wait (connect_timeout_ms) for Connected; Closing/Closed/timeout is
+ *      an error node and Closing;
+ *   7. read sectors, info, sector-size (all required), physical-sector-size,
+ *      feature-flush-cache, feature-barrier, feature-discard, discard-secure,
+ *      feature-max-indirect-segments; connect the queues; Connected.
+ *
+ * After that the monitor thread (one per device; owns the device's
+ * xenstore handle from then on) handles, in fe_xb_on_peer_state():
+ *   Connected         re-read `sectors` (online resize);
+ *   InitWait/Initialising while we are connected: the backend restarted;
+ *                     take every request back, grant fresh rings, publish
+ *                     them, Initialised, and on Connected re-issue all;
+ *   Closing/Closed with online = 1: the backend reconnects; wait;
+ *   Closing/Closed with online = 0, or the backend gone: detached; pending
+ *                     I/O fails with -ENODEV, we go Closed.
+ */
+#ifndef XBD_FRONTEND_XENBUS_H
+#define XBD_FRONTEND_XENBUS_H
+
+#include <xen/io/xenbus.h>
+
+struct fe_xb;
+
+/* Stop the monitor, say Closing/Closed to the backend and release the
+ * xenstore handle, the domain claim and the platform.  The device's queues
+ * are destroyed in between (after the backend let go of them).  Called by
+ * xbdfront_close(); safe with NULL. */
+struct xbdfront_dev;
+void fe_xb_close(struct fe_xb *xb, struct xbdfront_dev *dev);
+
+/* One switch per backend transition (see above). */
+void fe_xb_on_peer_state(struct fe_xb *xb, enum xenbus_state state);
+
+#endif

@@ -1,0 +1,65 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * A small fake blkif backend for the frontend's unit tests: a thread that
+ * acts as domain 0 on the local platform, maps the frontend's rings and
+ * data grants through xbd_gnttab, reads requests of either ABI with raw
+ * byte offsets (not frontend/wire.h, so layout mistakes show), serves them
+ * from a memory disk and signals through real event channels.  It can turn
+ * hostile (bad id, wrong op, runaway rsp_prod) or go silent.
+ *
+ * Threads: the test thread sets up, starts and stops it; while running,
+ * only the backend thread touches the rings and counters (mode is atomic).
+ */
+#ifndef XBD_TESTS_FE_FAKEBE_H
+#define XBD_TESTS_FE_FAKEBE_H
+
+#include <pthread.h>
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "frontend/ring.h"
+#include "platform/platform.h"
+
+#define DISK_BYTES (8u << 20)
+
+enum be_mode { BE_NORMAL, BE_BAD_ID, BE_WRONG_OP, BE_RUNAWAY, BE_SILENT };
+
+struct be_ring {
+	unsigned char *ring;
+	unsigned int order, size;
+	int port;
+	uint32_t req_cons, rsp_prod;
+};
+
+struct be {
+	xbd_domid_t guest;           /* the frontend domain */
+	struct xbd_platform *p;
+	struct xbd_gnttab *gt;
+	struct xbd_evtchn *ev;
+	enum fe_abi abi;
+	unsigned int nq;
+	struct be_ring q[4];
+	unsigned char *disk;
+	pthread_t th;
+	int stop_fd;
+	bool running, attached;
+	enum be_mode mode;
+	/* written by the backend thread, read after join */
+	unsigned int reqs, flushes, barriers, discards, secure, indirect, max_segs;
+	unsigned int late;            /* requests found only by a timeout */
+	int error;                    /* first platform error */
+};
+
+uint64_t fe_rd(const unsigned char *p, size_t off, size_t len);
+void fe_wr(unsigned char *p, size_t off, size_t len, uint64_t v);
+void be_set_mode(struct be *b, enum be_mode m);
+void be_attach_ring(struct be *b, unsigned int i, const xbd_grant_ref_t *refs,
+		    unsigned int n, unsigned int port);
+/* Start serving (rings attached). */
+void be_start(struct be *b);
+/* Stop the thread; its counters are then stable. */
+void be_halt(struct be *b);
+/* Halt and let go of every ring and port: a backend that died. */
+void be_stop(struct be *b);
+
+#endif
