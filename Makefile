@@ -40,6 +40,7 @@ check: deps
 	@$(MAKE) --no-print-directory all
 	@$(MAKE) --no-print-directory O=build-asan SAN=1 all unit-tests
 	@$(MAKE) --no-print-directory O=build-asan SAN=1 run-unit
+	@$(MAKE) --no-print-directory -f tests/fuzz/Makefile.fuzz replay
 	@$(MAKE) --no-print-directory O=build-asan SAN=1 system-tests
 
 run-unit: unit-tests
