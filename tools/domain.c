@@ -278,7 +278,7 @@ int cmd_domain_create(struct xbd_ctx *c, int argc, char **argv)
 
 	if (rc >= 0)
 		return rc;
-	if (xbd_ctx_open(c))
+	if (xbd_ctx_open(c) || xbd_ctx_platform(c))
 		return 1;
 	if (xbd_platform_get_kind(c->plat) != XBD_PLATFORM_LOCAL) {
 		xbd_err("domain-create is for the local platform; on Xen use xl create");
@@ -364,7 +364,8 @@ int cmd_domain_destroy(struct xbd_ctx *c, int argc, char **argv)
 
 	if (i < 0)
 		return i == -2 ? 0 : 2;
-	if (xbd_ctx_open(c) || xbd_resolve_domain(c, argv[i], &a.id))
+	if (xbd_ctx_open(c) || xbd_ctx_platform(c) ||
+	    xbd_resolve_domain(c, argv[i], &a.id))
 		return 1;
 	if (a.id == 0) {
 		xbd_err("domain 0 cannot be destroyed");
@@ -431,7 +432,7 @@ int cmd_domain_list(struct xbd_ctx *c, int argc, char **argv)
 
 	if (i < 0)
 		return i == -2 ? 0 : 2;
-	if (xbd_ctx_open(c))
+	if (xbd_ctx_open(c) || xbd_ctx_platform(c))
 		return 1;
 	rc = xbd_xs_directory(c->xs, XBT_NULL, "/local/domain", NULL, &names, &n);
 	if (rc && rc != -ENOENT) {
