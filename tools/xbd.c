@@ -35,7 +35,8 @@ static const struct command commands[] = {
 	  "                  (default 256M)\n" },
 	{ "domain-destroy", cmd_domain_destroy, "NAME|ID [--timeout SECONDS]",
 	  "detach every disk of a domain, release it and remove its files",
-	  "  --timeout S     how long each disk's backend may take to close (default 10)\n" },
+	  "  --timeout S     how long the backend of a live guest's disk may take to\n"
+	  "                  close (default 10); a dead guest's disks go at once\n" },
 	{ "domain-list", cmd_domain_list, "",
 	  "list domains: id, name, state, number of vbds", NULL },
 	{ "block-attach", cmd_block_attach, "DOMAIN DISKSPEC... [--timeout SECONDS]",
@@ -46,7 +47,7 @@ static const struct command commands[] = {
 	  "detach a disk",
 	  "  --force         remove the disk's nodes even if the backend does not close\n"
 	  "  --timeout S     wait up to S seconds for the backend's Closed (default 10)\n" },
-	{ "block-list", cmd_block_list, "DOMAIN",
+	{ "block-list", cmd_block_list, "DOMAIN...",
 	  "list a domain's disks like xl block-list", NULL },
 	{ "help", cmd_help, "[COMMAND]", "print this help, or a command's", NULL },
 };
@@ -94,7 +95,8 @@ void xbd_usage(const char *cmd, bool err)
 
 	if (!c)
 		return;
-	fprintf(f, "usage: xbd %s %s\n%s.\n", c->name, c->synopsis, c->summary);
+	fprintf(f, "usage: xbd %s%s%s\n%s.\n", c->name, *c->synopsis ? " " : "",
+		c->synopsis, c->summary);
 	if (c->options)
 		fprintf(f, "\n%s", c->options);
 }
