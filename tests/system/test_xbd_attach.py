@@ -9,8 +9,10 @@ same keys, values and backend/frontend permissions were observed from the
 real `xl block-attach` on Xen 4.17 by ../shared/xenvm (its README, phase A).
 """
 import os
+import subprocess
 import time
 
+from conftest import binary, sanitizer_env
 from xbd_fixtures import FakeBackend, machine  # noqa: F401  (fixture)
 
 FE, BE, LIBXL = ("/local/domain/{d}/device/vbd/{id}",
@@ -126,6 +128,25 @@ def test_no_backend_timeout_leaves_nodes(machine):
         assert machine.read("/local/domain/0/backend/vbd/1/51728/state") == "2"
         machine.ok("block-detach", "guest", "51728")
     assert machine.tree() == before
+
+
+def test_disk_removed_while_waiting(machine):
+    machine.create("guest")
+    img = image(machine)
+    p = subprocess.Popen([binary("xbd"), "--rundir", machine.rundir,
+                          "block-attach", "guest", f"{img},,xvdb", "--timeout", "20"],
+                         stderr=subprocess.PIPE, text=True, env=sanitizer_env())
+    be = "/local/domain/0/backend/vbd/1/51728"
+    for _ in range(500):
+        if machine.exists(be):
+            break
+        time.sleep(0.01)
+    start = time.monotonic()
+    machine.xs.delete(be.encode())
+    _, err = p.communicate(timeout=10)
+    assert time.monotonic() - start < 5
+    assert p.returncode == 1
+    assert err == "xbd: xvdb was removed while waiting for its backend\n"
 
 
 def test_detach_of_never_served_disk_does_not_wait(machine):
