@@ -86,36 +86,53 @@ static void backend_error(struct xbd_ctx *c, const char *be, char *buf, size_t l
 	snprintf(buf, len, "no error node");
 }
 
+struct attach_wait {
+	const char *be;
+	enum xenbus_state s;
+};
+
+/* Done once the backend left Initialising; -ENODEV if the device was
+ * removed meanwhile (someone detached it). */
+static int attach_cond(struct xs_handle *xs, void *arg)
+{
+	struct attach_wait *w = arg;
+	int rc = xbd_xs_exists(xs, XBT_NULL, w->be, NULL);
+
+	if (rc <= 0)
+		return rc < 0 ? rc : -ENODEV;
+	rc = xbd_xenbus_read_state(xs, XBT_NULL, w->be, &w->s);
+	if (rc == -EINVAL)
+		return 0;               /* garbage in state: not an answer */
+	return rc ? rc : w->s >= XenbusStateInitWait;
+}
+
 /* Wait for the backend to leave Initialising; report the outcome. */
 static int wait_backend(struct xbd_ctx *c, const struct xbd_vbd_attach *a,
 			int timeout_ms)
 {
-	const unsigned int past_init = ~0u << XenbusStateInitWait;
 	struct xbd_vbd_paths p;
-	enum xenbus_state s = XenbusStateUnknown;
+	struct attach_wait w = { .be = p.be, .s = XenbusStateUnknown };
+	const char *vdev = a->disk->vdev;
 	char msg[512];
 	int rc;
 
 	xbd_vbd_paths(&p, a->fe, a->be, a->disk->devid);
-	rc = xbd_xenbus_wait_state(c->xs, p.be, past_init, timeout_ms, &s);
-	if (rc == -ETIMEDOUT) {
+	rc = xbd_xs_wait(c->xs, p.be, timeout_ms, attach_cond, &w);
+	if (rc == -ETIMEDOUT)
 		xbd_err("no backend in domain %u answered for %s within %.1f s (state %s); "
 			"the nodes stay for a backend that starts later, "
-			"'xbd block-detach %u %s' removes them", a->be, a->disk->vdev,
-			timeout_ms / 1000.0, xbd_xenbus_state_name(s), a->fe, a->disk->vdev);
+			"'xbd block-detach %u %s' removes them", a->be, vdev,
+			timeout_ms / 1000.0, xbd_xenbus_state_name(w.s), a->fe, vdev);
+	else if (rc == -ENODEV)
+		xbd_err("%s was removed while waiting for its backend", vdev);
+	else if (rc)
+		xbd_err("waiting for the backend of %s: %s", vdev, strerror(-rc));
+	if (rc || w.s < XenbusStateClosing)
 		return rc;
-	}
-	if (rc) {
-		xbd_err("waiting for the backend of %s: %s", a->disk->vdev, strerror(-rc));
-		return rc;
-	}
-	if (s >= XenbusStateClosing) {
-		backend_error(c, p.be, msg, sizeof(msg));
-		xbd_err("backend closed %s (%s): %s; 'xbd block-detach %u %s' removes it",
-			a->disk->vdev, xbd_xenbus_state_name(s), msg, a->fe, a->disk->vdev);
-		return -EIO;
-	}
-	return 0;
+	backend_error(c, p.be, msg, sizeof(msg));
+	xbd_err("backend closed %s (%s): %s; 'xbd block-detach %u %s' removes it",
+		vdev, xbd_xenbus_state_name(w.s), msg, a->fe, vdev);
+	return -EIO;
 }
 
 static int write_nodes(struct xbd_ctx *c, const struct xbd_vbd_attach *a)

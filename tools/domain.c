@@ -248,6 +248,26 @@ static int allocate_domain(struct xbd_ctx *c, struct create_arg *a)
 	return -ENOSPC;
 }
 
+struct destroy_arg {
+	xbd_domid_t id;
+	char vm[256];
+};
+
+static int destroy_txn(struct xs_handle *xs, xs_transaction_t t, void *p)
+{
+	const struct destroy_arg *a = p;
+	char path[64];
+	int rc;
+
+	snprintf(path, sizeof(path), "/local/domain/%u", a->id);
+	rc = xbd_xs_rm(xs, t, path, NULL);
+	snprintf(path, sizeof(path), "/libxl/%u", a->id);
+	rc = rc ? rc : xbd_xs_rm(xs, t, path, NULL);
+	if (rc == 0 && strncmp(a->vm, "/vm/", 4) == 0 && !strchr(a->vm + 4, '/'))
+		rc = xbd_xs_rm(xs, t, a->vm, NULL);
+	return rc;
+}
+
 static int create_parse(int argc, char **argv, struct create_arg *a)
 {
 	struct xbd_opts o;
@@ -278,7 +298,7 @@ int cmd_domain_create(struct xbd_ctx *c, int argc, char **argv)
 
 	if (rc >= 0)
 		return rc;
-	if (xbd_ctx_open(c))
+	if (xbd_ctx_open(c) || xbd_ctx_platform(c))
 		return 1;
 	if (xbd_platform_get_kind(c->plat) != XBD_PLATFORM_LOCAL) {
 		xbd_err("domain-create is for the local platform; on Xen use xl create");
@@ -298,8 +318,13 @@ int cmd_domain_create(struct xbd_ctx *c, int argc, char **argv)
 	rc = xbd_xs_transaction(c->xs, create_txn, &a);
 	/* libxenstore wants an event channel > 0; the local platform has no
 	 * store ring, so the store page and port are placeholders. */
-	if (rc == 0 && !xs_introduce_domain(c->xs, a.id, 0, 1))
+	if (rc == 0 && !xs_introduce_domain(c->xs, a.id, 0, 1)) {
+		struct destroy_arg d = { .id = a.id };
+
 		rc = errno ? -errno : -EIO;
+		snprintf(d.vm, sizeof(d.vm), "/vm/%s", a.uuid);
+		xbd_xs_transaction(c->xs, destroy_txn, &d);   /* undo create_txn */
+	}
 	if (rc) {
 		xbd_err("cannot register domain '%s' in xenstore: %s", a.name,
 			strerror(-rc));
@@ -311,26 +336,6 @@ int cmd_domain_create(struct xbd_ctx *c, int argc, char **argv)
 }
 
 /* ---- domain-destroy ----------------------------------------------------- */
-
-struct destroy_arg {
-	xbd_domid_t id;
-	char vm[256];
-};
-
-static int destroy_txn(struct xs_handle *xs, xs_transaction_t t, void *p)
-{
-	const struct destroy_arg *a = p;
-	char path[64];
-	int rc;
-
-	snprintf(path, sizeof(path), "/local/domain/%u", a->id);
-	rc = xbd_xs_rm(xs, t, path, NULL);
-	snprintf(path, sizeof(path), "/libxl/%u", a->id);
-	rc = rc ? rc : xbd_xs_rm(xs, t, path, NULL);
-	if (rc == 0 && strncmp(a->vm, "/vm/", 4) == 0 && !strchr(a->vm + 4, '/'))
-		rc = xbd_xs_rm(xs, t, a->vm, NULL);
-	return rc;
-}
 
 /* Detach every vbd: gracefully while the guest lives, forcibly if gone. */
 static int detach_all(struct xbd_ctx *c, xbd_domid_t id, int timeout_ms)
@@ -364,7 +369,8 @@ int cmd_domain_destroy(struct xbd_ctx *c, int argc, char **argv)
 
 	if (i < 0)
 		return i == -2 ? 0 : 2;
-	if (xbd_ctx_open(c) || xbd_resolve_domain(c, argv[i], &a.id))
+	if (xbd_ctx_open(c) || xbd_ctx_platform(c) ||
+	    xbd_resolve_domain(c, argv[i], &a.id))
 		return 1;
 	if (a.id == 0) {
 		xbd_err("domain 0 cannot be destroyed");
@@ -431,7 +437,7 @@ int cmd_domain_list(struct xbd_ctx *c, int argc, char **argv)
 
 	if (i < 0)
 		return i == -2 ? 0 : 2;
-	if (xbd_ctx_open(c))
+	if (xbd_ctx_open(c) || xbd_ctx_platform(c))
 		return 1;
 	rc = xbd_xs_directory(c->xs, XBT_NULL, "/local/domain", NULL, &names, &n);
 	if (rc && rc != -ENOENT) {

@@ -35,7 +35,8 @@ static const struct command commands[] = {
 	  "                  (default 256M)\n" },
 	{ "domain-destroy", cmd_domain_destroy, "NAME|ID [--timeout SECONDS]",
 	  "detach every disk of a domain, release it and remove its files",
-	  "  --timeout S     how long each disk's backend may take to close (default 10)\n" },
+	  "  --timeout S     how long the backend of a live guest's disk may take to\n"
+	  "                  close (default 10); a dead guest's disks go at once\n" },
 	{ "domain-list", cmd_domain_list, "",
 	  "list domains: id, name, state, number of vbds", NULL },
 	{ "block-attach", cmd_block_attach, "DOMAIN DISKSPEC... [--timeout SECONDS]",
@@ -46,7 +47,7 @@ static const struct command commands[] = {
 	  "detach a disk",
 	  "  --force         remove the disk's nodes even if the backend does not close\n"
 	  "  --timeout S     wait up to S seconds for the backend's Closed (default 10)\n" },
-	{ "block-list", cmd_block_list, "DOMAIN",
+	{ "block-list", cmd_block_list, "DOMAIN...",
 	  "list a domain's disks like xl block-list", NULL },
 	{ "help", cmd_help, "[COMMAND]", "print this help, or a command's", NULL },
 };
@@ -94,7 +95,8 @@ void xbd_usage(const char *cmd, bool err)
 
 	if (!c)
 		return;
-	fprintf(f, "usage: xbd %s %s\n%s.\n", c->name, c->synopsis, c->summary);
+	fprintf(f, "usage: xbd %s%s%s\n%s.\n", c->name, *c->synopsis ? " " : "",
+		c->synopsis, c->summary);
 	if (c->options)
 		fprintf(f, "\n%s", c->options);
 }
@@ -112,7 +114,8 @@ int xbd_parse_opts(int argc, char **argv, unsigned int allowed, int min_pos,
 	int opt, npos;
 
 	*o = (struct xbd_opts){ .timeout_ms = XBD_DEFAULT_TIMEOUT_MS };
-	while ((opt = getopt_long(argc, argv, "t:fm:h", opts, NULL)) != -1) {
+	opterr = 0;                   /* our messages, one line each */
+	while ((opt = getopt_long(argc, argv, ":t:fm:h", opts, NULL)) != -1) {
 		if (opt == 'h') {
 			xbd_usage(argv[0], false);
 			return -2;
@@ -129,14 +132,18 @@ int xbd_parse_opts(int argc, char **argv, unsigned int allowed, int min_pos,
 			continue;
 		}
 		if (opt == 't' && (allowed & XBD_OPT_TIMEOUT))
-			xbd_err("bad timeout '%s' (seconds, e.g. 10 or 0.5)", optarg);
-		else if (opt != '?')
-			xbd_err("%s takes no option %s", argv[0], argv[optind - 1]);
+			xbd_err("%s: bad timeout '%s' (seconds, e.g. 10 or 0.5)",
+				argv[0], optarg);
+		else if (opt == ':')
+			xbd_err("%s: option %s needs a value", argv[0], argv[optind - 1]);
+		else
+			xbd_err("%s: unknown option %s", argv[0], argv[optind - 1]);
 		xbd_usage(argv[0], true);
 		return -1;
 	}
 	npos = argc - optind;
 	if (npos < min_pos || (max_pos >= 0 && npos > max_pos)) {
+		xbd_err("%s: %s arguments", argv[0], npos < min_pos ? "missing" : "too many");
 		xbd_usage(argv[0], true);
 		return -1;
 	}
@@ -147,8 +154,13 @@ static int cmd_help(struct xbd_ctx *c, int argc, char **argv)
 {
 	(void)c;
 	if (argc > 2) {
+		xbd_err("help: too many arguments");
 		xbd_usage("help", true);
 		return 2;
+	}
+	if (argc == 2 && (!strcmp(argv[1], "-h") || !strcmp(argv[1], "--help"))) {
+		xbd_usage("help", false);
+		return 0;
 	}
 	if (argc == 2) {
 		if (!find_command(argv[1])) {
@@ -172,14 +184,11 @@ int xbd_ctx_open(struct xbd_ctx *c)
 	const char *path = NULL;
 	int rc;
 
-	rc = xbd_platform_open(c->kind, c->rundir, &c->plat);
-	if (rc) {
-		xbd_err("cannot open the %s platform: %s",
-			xbd_platform_kind_name(c->kind), strerror(-rc));
-		return rc;
-	}
-	if (xbd_platform_get_kind(c->plat) == XBD_PLATFORM_LOCAL) {
-		rc = xbd_xs_local_socket(xbd_platform_rundir(c->plat), sock, sizeof(sock));
+	if (c->kind == XBD_PLATFORM_AUTO)
+		c->kind = xbd_platform_kind_detect(XBD_XEN_GNTDEV_PATH,
+						   XBD_XEN_EVTCHN_PATH);
+	if (c->kind == XBD_PLATFORM_LOCAL) {
+		rc = xbd_xs_local_socket(c->rundir, sock, sizeof(sock));
 		if (rc) {
 			xbd_err("run directory path too long");
 			return rc;
@@ -190,6 +199,19 @@ int xbd_ctx_open(struct xbd_ctx *c)
 	if (rc)
 		xbd_err("cannot connect to xenstored%s%s: %s", path ? " at " : "",
 			path ? path : "", strerror(-rc));
+	return rc;
+}
+
+int xbd_ctx_platform(struct xbd_ctx *c)
+{
+	int rc;
+
+	if (c->plat)
+		return 0;
+	rc = xbd_platform_open(c->kind, c->rundir, &c->plat);
+	if (rc)
+		xbd_err("cannot open the %s platform: %s",
+			xbd_platform_kind_name(c->kind), strerror(-rc));
 	return rc;
 }
 
@@ -213,7 +235,8 @@ static int parse_global(struct xbd_ctx *c, int argc, char **argv, int *rc)
 	};
 	int o;
 
-	while ((o = getopt_long(argc, argv, "+r:p:vh", opts, NULL)) != -1) {
+	opterr = 0;
+	while ((o = getopt_long(argc, argv, "+:r:p:vh", opts, NULL)) != -1) {
 		switch (o) {
 		case 'r':
 			c->rundir = optarg;
@@ -231,12 +254,15 @@ static int parse_global(struct xbd_ctx *c, int argc, char **argv, int *rc)
 			*rc = cmd_help(c, 1, argv);
 			return -1;
 		default:
+			xbd_err(o == ':' ? "option %s needs a value" : "unknown option %s",
+				argv[optind - 1]);
 			fputs(global_usage, stderr);
 			*rc = 2;
 			return -1;
 		}
 	}
 	if (optind >= argc) {
+		xbd_err("no command given");
 		fputs(global_usage, stderr);
 		*rc = 2;
 		return -1;
@@ -262,7 +288,7 @@ int main(int argc, char **argv)
 	if (cmd->fn == cmd_help)
 		return cmd_help(&c, argc - first, argv + first);
 	/* Each command parses its own options from a fresh getopt state,
-	 * then opens the context with xbd_ctx_open(). */
+	 * then opens what it needs (xbd_ctx_open, xbd_ctx_platform). */
 	optind = 0;
 	rc = cmd->fn(&c, argc - first, argv + first);
 	ctx_close(&c);

@@ -3,8 +3,8 @@
  * The `xbd` toolstack command: what its command files share.
  *
  * One process, one thread: every command runs to completion on the main
- * thread, holding one xenstore handle and one platform handle (both opened
- * by main() before the command and closed after it).
+ * thread, holding one xenstore handle and, for the domain commands, one
+ * platform handle; the command opens them, main() closes them.
  */
 #ifndef XBD_TOOLS_XBD_H
 #define XBD_TOOLS_XBD_H
@@ -25,9 +25,12 @@ struct xbd_ctx {
 	struct xs_handle *xs;
 };
 
-/* Open the platform and xenstore (the local platform's socket, or the
- * real xenstored on xen).  Prints the error. */
+/* Connect to xenstore: the local platform's socket, or the real
+ * xenstored on xen (c->kind is resolved here).  Prints the error. */
 int xbd_ctx_open(struct xbd_ctx *c);
+/* Open the platform too (domain commands only: block commands need no
+ * access to the domains' files).  Prints the error. */
+int xbd_ctx_platform(struct xbd_ctx *c);
 
 /* One line "xbd: <message>" on stderr. */
 void xbd_err(const char *fmt, ...) __attribute__((format(printf, 1, 2)));

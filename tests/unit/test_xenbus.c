@@ -101,7 +101,10 @@ static int stop_daemon(void **state)
 		waitpid(daemon_pid, &status, 0);
 	}
 	snprintf(cmd, sizeof(cmd), "rm -rf %s", rundir);
-	return system(cmd) == 0 && WIFEXITED(status) ? 0 : -1;
+	/* The daemon exits 0 on SIGTERM; a sanitizer report makes it fail. */
+	if (!WIFEXITED(status) || WEXITSTATUS(status) != 0)
+		fprintf(stderr, "xbd-xenstored ended with status %#x\n", status);
+	return system(cmd) == 0 && WIFEXITED(status) && WEXITSTATUS(status) == 0 ? 0 : -1;
 }
 
 static void put(const char *path, const char *value, size_t len)
