@@ -14,3 +14,13 @@ all: $(O)/lib/libxbdbackend.a
 test_io_uring_LDLIBS := -luring
 test_gnt_LDLIBS := -luring
 test_be_queue_LDLIBS := -luring
+
+# The transport micro-benchmark (not installed): make be-xport-bench, then
+# $(O)/bench/xbd-be-xport-bench [iterations].  See Documentation/backend.md.
+XPORT_BENCH_SRCS := backend/bench/xport_bench.c backend/gnt.c backend/gntpool.c \
+	backend/tunables.c
+$(O)/bench/xbd-be-xport-bench: $(call obj,$(XPORT_BENCH_SRCS)) $(LIBXBD)
+	@mkdir -p $(dir $@)
+	$(CC) $(LDFLAGS) -o $@ $(filter %.o,$^) $(LIBXBD) $(XEN_LIBS) -lm
+.PHONY: be-xport-bench
+be-xport-bench: $(O)/bench/xbd-be-xport-bench
