@@ -1,0 +1,358 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Domains, quotas and the per-domain sockets.
+ *
+ * Domain 0 is the privileged socket $rundir/xenstored.sock.  INTRODUCE of
+ * domain N (N > 0) binds $rundir/dom<N>/xenstore.sock; a client connected
+ * there *is* domain N: unprivileged, home /local/domain/N, subject to the
+ * quotas below.  The directory dom<N>/ is shared with the platform layer:
+ * it is created (0755) when missing and never removed; only our
+ * xenstore.sock inside it is ours.  RELEASE closes the socket and its
+ * connections, deletes the nodes N owns, removes N from every permission
+ * list (XSA-322: a later domain N inherits nothing) and fires
+ * @releaseDomain.
+ */
+#include "xenstored.h"
+#include "log.h"
+
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/epoll.h>
+#include <sys/socket.h>
+#include <sys/un.h>
+#include <unistd.h>
+
+/* cxenstored 4.17 defaults (xenstored_core.c); events/priv_* are ours. */
+struct quotas quota = {
+	.nodes = 1000, .node_size = 2048, .watches = 128, .transactions = 10,
+	.perms = 5, .path_len = XENSTORE_REL_PATH_MAX, .tx_nodes = 1024,
+	.outstanding = 20, .events = 1024, .event_timeout = 20,
+	.priv_events = 65536, .priv_outstanding = 1024,
+};
+
+static const struct {
+	const char *name;
+	size_t off;
+	const char *desc;
+} quota_names[] = {
+#define Q(n, f, d) { n, offsetof(struct quotas, f), d }
+	Q("nodes", nodes, "nodes owned per domain"),
+	Q("node-size", node_size, "bytes per node record"),
+	Q("watches", watches, "watches per domain"),
+	Q("transactions", transactions, "open transactions per connection"),
+	Q("perms", perms, "permission entries per node"),
+	Q("path-max", path_len, "path length below /local/domain/N/"),
+	Q("transaction-nodes", tx_nodes, "nodes touched per transaction"),
+	Q("outstanding", outstanding, "unread replies before input stalls"),
+	Q("watch-events", events, "queued watch events per connection"),
+	Q("watch-event-timeout", event_timeout, "seconds an event may stay unread"),
+	Q("priv-watch-events", priv_events, "queued events, privileged connection"),
+	Q("priv-outstanding", priv_outstanding, "unread replies, privileged connection"),
+#undef Q
+};
+#define NQUOTAS (sizeof(quota_names) / sizeof(quota_names[0]))
+
+const char *rundir;
+static struct domain *domains[DOMID_MAX_VALID + 1];
+
+int quota_set(const char *name, const char *value)
+{
+	char *end;
+	unsigned long v;
+
+	errno = 0;
+	v = strtoul(value, &end, 10);
+	if (!*value || *end || errno || v > 0x7fffffff)
+		return -EINVAL;
+	for (size_t i = 0; i < NQUOTAS; i++) {
+		if (strcmp(name, quota_names[i].name) == 0) {
+			*(unsigned *)((char *)&quota + quota_names[i].off) = (unsigned)v;
+			if (quota.path_len > XENSTORE_REL_PATH_MAX)
+				quota.path_len = XENSTORE_REL_PATH_MAX;
+			return 0;
+		}
+	}
+	return -EINVAL;
+}
+
+static char *append(struct arena *a, char *s, const char *add)
+{
+	return s ? arena_printf(a, "%s%s", s, add) : NULL;
+}
+
+/* domid < 0: the limits; otherwise that domain's usage. */
+char *quota_report(struct arena *a, int64_t domid)
+{
+	char *s = arena_strndup(a, "", 0);
+	struct domain *d;
+
+	if (domid < 0) {
+		for (size_t i = 0; i < NQUOTAS; i++)
+			s = append(a, s, arena_printf(a, "%-20s %u  (%s)\n",
+				quota_names[i].name,
+				*(unsigned *)((char *)&quota + quota_names[i].off),
+				quota_names[i].desc));
+		return s;
+	}
+	if (domid > DOMID_MAX_VALID)
+		return NULL;
+	d = domain_get((uint32_t)domid, false);
+	unsigned conns_n = 0, watches = 0, txns = 0, replies = 0, events = 0;
+	for (struct conn *c = conns; c; c = c->next) {
+		if (c->dead || c->domid != (uint32_t)domid)
+			continue;
+		conns_n++;
+		watches += c->nwatches;
+		txns += c->ntxns;
+		replies += c->out_replies;
+		events += c->out_events;
+	}
+	return arena_printf(a,
+		"domain %u\nintroduced %s\nnodes %ld\nwatches %u\n"
+		"transactions %u\nconnections %u\nqueued-replies %u\n"
+		"queued-events %u\n", (unsigned)domid,
+		(domid == 0 || (d && d->introduced)) ? "yes" : "no",
+		d ? d->nodes : 0, watches, txns, conns_n, replies, events);
+}
+
+struct domain *domain_get(uint32_t domid, bool create)
+{
+	struct domain *d;
+
+	if (domid > DOMID_MAX_VALID)
+		return NULL;
+	d = domains[domid];
+	if (d || !create)
+		return d;
+	d = calloc(1, sizeof(*d));
+	if (!d)
+		return NULL;
+	d->domid = domid;
+	d->target = -1;
+	d->lis.kind = POLL_LISTEN;
+	d->lis.fd = -1;
+	d->lis.domid = domid;
+	domains[domid] = d;
+	return d;
+}
+
+bool domain_exists(uint32_t domid)
+{
+	struct domain *d = domain_get(domid, false);
+	return domid == 0 || (d && d->introduced);
+}
+
+void domain_account(uint32_t owner, long delta)
+{
+	struct domain *d = domain_get(owner, true);
+
+	if (d)
+		d->nodes += delta;
+}
+
+int listener_open(struct listener *l, const char *path, uint32_t domid)
+{
+	struct sockaddr_un sa = { .sun_family = AF_UNIX };
+	struct epoll_event ev = { .events = EPOLLIN, .data.ptr = l };
+	int fd, ret;
+
+	if (strlen(path) >= sizeof(sa.sun_path))
+		return -ENAMETOOLONG;
+	strcpy(sa.sun_path, path);
+	fd = socket(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+	if (fd < 0)
+		return -errno;
+	unlink(path);
+	if (bind(fd, (struct sockaddr *)&sa, sizeof(sa)) < 0 ||
+	    chmod(path, domid ? 0666 : 0600) < 0 || listen(fd, 128) < 0 ||
+	    epoll_ctl(epoll_fd, EPOLL_CTL_ADD, fd, &ev) < 0) {
+		ret = -errno;
+		close(fd);
+		unlink(path);
+		return ret;
+	}
+	l->kind = POLL_LISTEN;
+	l->fd = fd;
+	l->domid = domid;
+	return 0;
+}
+
+void listener_close(struct listener *l, const char *path)
+{
+	if (l->fd < 0)
+		return;
+	epoll_ctl(epoll_fd, EPOLL_CTL_DEL, l->fd, NULL);
+	close(l->fd);
+	l->fd = -1;
+	if (path)
+		unlink(path);
+}
+
+static int domain_listen(struct domain *d)
+{
+	char *dir = NULL;
+	int ret;
+
+	if (asprintf(&dir, "%s/dom%u", rundir, d->domid) < 0)
+		return -ENOMEM;
+	if (mkdir(dir, 0755) < 0 && errno != EEXIST) {
+		ret = -errno;
+		log_err("domain %u: cannot create %s: %s", d->domid, dir,
+			strerror(-ret));
+		goto out;
+	}
+	free(d->sock_path);
+	if (asprintf(&d->sock_path, "%s/xenstore.sock", dir) < 0) {
+		d->sock_path = NULL;
+		ret = -ENOMEM;
+		goto out;
+	}
+	ret = listener_open(&d->lis, d->sock_path, d->domid);
+	if (ret) {
+		log_err("domain %u: cannot listen on %s: %s", d->domid,
+			d->sock_path, strerror(-ret));
+		free(d->sock_path);
+		d->sock_path = NULL;
+	}
+out:
+	free(dir);
+	return ret;
+}
+
+int domain_introduce(uint32_t domid)
+{
+	struct domain *d;
+	int ret;
+
+	if (domid > DOMID_MAX_VALID)
+		return -EINVAL;
+	if (domid == 0)
+		return 0;	/* the master domain is always there */
+	d = domain_get(domid, true);
+	if (!d)
+		return -ENOMEM;
+	if (d->introduced)
+		return 0;	/* re-introduction: nothing fires */
+	ret = domain_listen(d);
+	if (ret)
+		return ret;
+	d->introduced = true;
+	db_dirty = true;
+	log_info("domain %u introduced", domid);
+	watch_fire_special("@introduceDomain");
+	return 0;
+}
+
+struct purge {
+	uint32_t domid;
+	struct arena arena;
+	const char **doomed;	/* roots of subtrees domid owns */
+	size_t n, cap;
+};
+
+static int purge_visit(struct node *n, void *arg)
+{
+	struct purge *p = arg;
+	uint32_t before = n->nperms;
+
+	if (n->perms[0].domid == p->domid && strcmp(n->path, "/") != 0) {
+		if (p->n == p->cap) {
+			size_t cap = p->cap ? 2 * p->cap : 16;
+			const char **d = arena_alloc(&p->arena, cap * sizeof(*d));
+			if (!d)
+				return -ENOMEM;
+			if (p->n)
+				memcpy(d, p->doomed, p->n * sizeof(*d));
+			p->doomed = d;
+			p->cap = cap;
+		}
+		p->doomed[p->n++] = n->path;	/* valid until the deletions */
+		return 1;
+	}
+	for (uint32_t i = 1; i < n->nperms;) {
+		if (n->perms[i].domid == p->domid) {
+			memmove(&n->perms[i], &n->perms[i + 1],
+				sizeof(n->perms[0]) * (n->nperms - i - 1));
+			n->nperms--;
+		} else {
+			i++;
+		}
+	}
+	if (n->nperms != before) {
+		n->gen = db_next_gen();	/* open transactions must notice */
+		db_dirty = true;
+	}
+	return 0;
+}
+
+/* Delete every subtree whose root domid owns; drop domid from the perm
+ * lists of the rest (XSA-322/419). */
+static void domain_purge_nodes(uint32_t domid)
+{
+	struct purge p = { .domid = domid };
+	struct view v = { .conn = NULL, .txn = NULL };
+
+	if (db_walk("/", purge_visit, &p) == 0) {
+		for (size_t i = 0; i < p.n; i++)
+			p.doomed[i] = arena_strndup(&p.arena, p.doomed[i],
+						    strlen(p.doomed[i]));
+		for (size_t i = 0; i < p.n; i++)
+			if (p.doomed[i])
+				store_rm_tree(&v, &p.arena, p.doomed[i]);
+	}
+	arena_release(&p.arena);
+}
+
+int domain_release(uint32_t domid)
+{
+	struct domain *d = domain_get(domid, false);
+
+	if (domid == 0)
+		return -EINVAL;
+	if (!d || !d->introduced)
+		return -ENOENT;
+	listener_close(&d->lis, d->sock_path);
+	free(d->sock_path);
+	d->sock_path = NULL;
+	for (struct conn *c = conns; c; c = c->next)
+		if (!c->priv && c->domid == domid)
+			conn_kill(c, "domain released");
+	domain_purge_nodes(domid);
+	special_perms_drop(domid);
+	for (uint32_t i = 0; i <= DOMID_MAX_VALID; i++)
+		if (domains[i] && domains[i]->target == (int64_t)domid)
+			domains[i]->target = -1;
+	d->introduced = false;
+	d->target = -1;
+	d->watches = 0;		/* XSA-483: the next domain N starts fresh */
+	db_dirty = true;
+	log_info("domain %u released", domid);
+	watch_fire_special("@releaseDomain");
+	return 0;
+}
+
+/* After loading a persisted store: listen again for introduced domains. */
+int domain_listen_all(void)
+{
+	for (uint32_t i = 1; i <= DOMID_MAX_VALID; i++) {
+		struct domain *d = domains[i];
+		if (d && d->introduced && d->lis.fd < 0 && domain_listen(d))
+			d->introduced = false;
+	}
+	return 0;
+}
+
+void domain_shutdown(void)
+{
+	for (uint32_t i = 0; i <= DOMID_MAX_VALID; i++) {
+		struct domain *d = domains[i];
+		if (!d)
+			continue;
+		listener_close(&d->lis, d->sock_path);
+		free(d->sock_path);
+		free(d);
+		domains[i] = NULL;
+	}
+}
