@@ -24,3 +24,4 @@ $(O)/bench/xbd-be-xport-bench: $(call obj,$(XPORT_BENCH_SRCS)) $(LIBXBD)
 	$(CC) $(LDFLAGS) -o $@ $(filter %.o,$^) $(LIBXBD) $(XEN_LIBS) -lm
 .PHONY: be-xport-bench
 be-xport-bench: $(O)/bench/xbd-be-xport-bench
+test_be_xenbus_LDLIBS := -luring
