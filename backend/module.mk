@@ -1,7 +1,11 @@
-# backend/: xbd-blkback.  Until the daemon can serve, the backend code is
-# built into libxbdbackend.a (so `make all` compiles it with -O2 -Werror)
-# and linked into the unit tests through tests/unit/test_*.deps.
+# backend/: xbd-blkback, the backend daemon.  Its code is also archived in
+# libxbdbackend.a; unit tests link the sources they need through
+# tests/unit/test_*.deps.
 BACKEND_SRCS := $(wildcard backend/*.c backend/storage/*.c)
+
+PROGS += xbd-blkback
+xbd-blkback_SRCS := $(BACKEND_SRCS)
+xbd-blkback_LDLIBS := -luring
 
 $(O)/lib/libxbdbackend.a: $(call obj,$(BACKEND_SRCS))
 	@mkdir -p $(dir $@)
