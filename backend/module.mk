@@ -29,3 +29,13 @@ $(O)/bench/xbd-be-xport-bench: $(call obj,$(XPORT_BENCH_SRCS)) $(LIBXBD)
 .PHONY: be-xport-bench
 be-xport-bench: $(O)/bench/xbd-be-xport-bench
 test_be_xenbus_LDLIBS := -luring
+
+# One queue serving an in-process guest: make be-queue-bench, then
+# $(O)/bench/xbd-be-queue-bench FILE [--bs B] [--qd N] [--write] ...
+QUEUE_BENCH_SRCS := backend/bench/queue_bench.c $(filter-out backend/main.c \
+	backend/devtab.c backend/xenbus.c,$(BACKEND_SRCS))
+$(O)/bench/xbd-be-queue-bench: $(call obj,$(QUEUE_BENCH_SRCS)) $(LIBXBD)
+	@mkdir -p $(dir $@)
+	$(CC) $(LDFLAGS) -o $@ $(filter %.o,$^) $(LIBXBD) -luring $(XEN_LIBS) -lm
+.PHONY: be-queue-bench
+be-queue-bench: $(O)/bench/xbd-be-queue-bench

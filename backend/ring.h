@@ -142,7 +142,9 @@ void ring_fetch_indirect_segs(void *const *pages, unsigned int n,
 			      struct blkif_request_segment *out);
 
 /*
- * Write a response into slot rsp_prod_pvt and advance rsp_prod_pvt.  Each
+ * Write a response at the start of ring entry rsp_prod_pvt (entries are
+ * request-sized: responses share the requests' stride) and advance
+ * rsp_prod_pvt.  Each
  * field is stored separately and the padding bytes are stored as zero, so
  * nothing of the backend's memory reaches the frontend.  Not visible to
  * the frontend until ring_push_rsps().

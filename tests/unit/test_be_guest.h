@@ -140,7 +140,7 @@ static inline void push(struct gring *r, RING_IDX old)
 static inline void get_rsp(struct gring *r, uint64_t *id, int16_t *status)
 {
 	uint32_t *h = (uint32_t *)r->sring;
-	size_t stride = r->abi == RING_ABI_X86_32 ? 12 : 16;
+	size_t stride = r->abi == RING_ABI_X86_32 ? 108 : 112;   /* entry stride */
 
 	for (int tries = 0; tries < 50; tries++) {
 		if (__atomic_load_n(&h[2], __ATOMIC_ACQUIRE) != r->rsp_cons) {
