@@ -427,10 +427,16 @@ int be_dev_changed(struct backend_dev *d)
 
 void be_dev_queue_done(struct backend_dev *d, unsigned int q)
 {
+	const struct be_queue *bq;
+
 	if (q >= d->nr_queues)
 		return;
-	be_fatal(d, -EIO, "queue %u: frontend overran its ring (req_prod %u)", q,
-		 d->queues[q].ring.bad_prod);
+	bq = &d->queues[q];
+	if (bq->ring.broken)
+		be_fatal(d, -EIO, "queue %u: frontend overran its ring (req_prod %u)", q,
+			 bq->ring.bad_prod);
+	else
+		be_fatal(d, -EIO, "queue %u stopped: %s", q, strerror(-bq->result));
 }
 
 void be_dev_remove(struct backend_dev *d)
