@@ -400,13 +400,18 @@ void ring_put_rsp(struct be_ring *r, uint64_t id, uint8_t op, int16_t status)
 	r->rsp_prod_pvt++;
 }
 
+void ring_publish_rsps(struct be_ring *r)
+{
+	/* wmb: the frontend sees the responses before the new rsp_prod. */
+	__atomic_thread_fence(__ATOMIC_RELEASE);
+	__atomic_store_n(&hdr(r)->rsp_prod, r->rsp_prod_pvt, __ATOMIC_RELAXED);
+}
+
 bool ring_push_rsps(struct be_ring *r)
 {
 	RING_IDX old = r->rsp_pushed, new = r->rsp_prod_pvt, event;
 
-	/* wmb: the frontend sees the responses before the new rsp_prod. */
-	__atomic_thread_fence(__ATOMIC_RELEASE);
-	__atomic_store_n(&hdr(r)->rsp_prod, new, __ATOMIC_RELAXED);
+	ring_publish_rsps(r);
 	r->rsp_pushed = new;
 	/* mb: rsp_prod is visible before we read rsp_event, so a frontend
 	 * that sets rsp_event after checking rsp_prod cannot be missed. */

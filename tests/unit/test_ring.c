@@ -394,6 +394,14 @@ static void test_push_notify(void **state)
 	*hdr_word(&r, 3) = 10;
 	ring_put_rsp(&r, 5, 0, 0);
 	assert_false(ring_push_rsps(&r));        /* asked for a later one */
+	/* published at once, the notify decision still covers it later */
+	*hdr_word(&r, 3) = 6;
+	ring_put_rsp(&r, 6, 0, 0);
+	ring_publish_rsps(&r);
+	assert_int_equal(*hdr_word(&r, 2), 6);
+	ring_put_rsp(&r, 7, 0, 0);
+	assert_true(ring_push_rsps(&r));         /* 6 was asked for */
+	assert_int_equal(*hdr_word(&r, 2), 7);
 	assert_false(ring_push_rsps(&r));        /* nothing new */
 	munmap(m, 4096);
 }
