@@ -225,6 +225,12 @@ int main(int argc, char **argv)
 	be_queue_stop(&q);
 out:
 	storage_close(&st);
+	if (g.ev)
+		xbd_evtchn_close(g.ev);
+	if (g.gs)
+		xbd_gntshr_close(g.gs);
+	if (g.dom)
+		xbd_domain_release(g.dom);
 	if (g.p)
 		xbd_platform_close(g.p);
 	snprintf(cmd, sizeof(cmd), "rm -rf '%s'", g.rundir);
