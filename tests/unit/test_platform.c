@@ -459,6 +459,92 @@ static void test_revoke_races_map(void **state)
 	munmap(r, sizeof(*r));
 }
 
+/*
+ * No lost wake-up, in lock step: a guest process publishes i, notifies,
+ * and waits until the backend has consumed i.  The backend takes the event,
+ * consumes, yields (so the next notify lands while the port is masked) and
+ * only then unmasks: unmask must deliver that notify again, or both sides
+ * wait for ever (the backend's poll times out).
+ */
+struct lockstep { uint32_t produced, consumed; };
+
+#define LOCKSTEP_ROUNDS 2000u
+
+static void evtchn_producer(const char *rundir, int ready_fd, struct lockstep *ls)
+{
+	struct xbd_platform *p;
+	struct xbd_evtchn *e;
+	struct pollfd pfd;
+	int port;
+
+	if (xbd_platform_open(XBD_PLATFORM_LOCAL, rundir, &p) || xbd_evtchn_open(p, 1, &e))
+		_exit(2);
+	port = xbd_evtchn_bind_unbound_port(e, 0);
+	if (port < 0 || write(ready_fd, &port, sizeof(port)) != sizeof(port))
+		_exit(3);
+	/* the backend's first notify says it is connected */
+	pfd = (struct pollfd){ .fd = xbd_evtchn_fd(e), .events = POLLIN };
+	if (poll(&pfd, 1, 5000) != 1 || xbd_evtchn_pending(e) != port)
+		_exit(4);
+	for (uint32_t i = 1; i <= LOCKSTEP_ROUNDS; i++) {
+		time_t deadline = time(NULL) + 5;
+
+		__atomic_store_n(&ls->produced, i, __ATOMIC_SEQ_CST);
+		if (xbd_evtchn_notify(e, (xbd_evtchn_port_t)port))
+			_exit(5);
+		while (__atomic_load_n(&ls->consumed, __ATOMIC_SEQ_CST) < i) {
+			if (time(NULL) > deadline)
+				_exit(6);
+			sched_yield();
+		}
+	}
+	xbd_evtchn_close(e);
+	xbd_platform_close(p);
+	_exit(0);
+}
+
+static void test_evtchn_no_lost_wakeup(void **state)
+{
+	struct fixture *f = *state;
+	struct lockstep *ls = mmap(NULL, sizeof(*ls), PROT_READ | PROT_WRITE,
+				   MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+	uint32_t seen = 0, wakes = 0;
+	struct xbd_evtchn *e;
+	int ready[2], gport, bport, status;
+	struct pollfd pfd;
+	pid_t pid;
+
+	assert_true(ls != MAP_FAILED);
+	assert_int_equal(pipe(ready), 0);
+	pid = fork();
+	if (pid == 0)
+		evtchn_producer(f->rundir, ready[1], ls);
+	assert_int_equal(read(ready[0], &gport, sizeof(gport)), sizeof(gport));
+	assert_int_equal(xbd_evtchn_open(f->p, 0, &e), 0);
+	bport = xbd_evtchn_bind_interdomain(e, 1, (xbd_evtchn_port_t)gport);
+	assert_true(bport > 0);
+	assert_int_equal(xbd_evtchn_notify(e, (xbd_evtchn_port_t)bport), 0);
+	pfd = (struct pollfd){ .fd = xbd_evtchn_fd(e), .events = POLLIN };
+	while (seen < LOCKSTEP_ROUNDS) {
+		assert_int_equal(poll(&pfd, 1, 5000), 1);   /* 0 = a lost wake-up */
+		if (xbd_evtchn_pending(e) != bport)
+			continue;
+		wakes++;
+		seen = __atomic_load_n(&ls->produced, __ATOMIC_SEQ_CST);
+		__atomic_store_n(&ls->consumed, seen, __ATOMIC_SEQ_CST);
+		sched_yield();   /* the next notify likely lands while masked */
+		assert_int_equal(xbd_evtchn_unmask(e, (xbd_evtchn_port_t)bport), 0);
+	}
+	assert_int_equal(waitpid(pid, &status, 0), pid);
+	assert_true(WIFEXITED(status));
+	assert_int_equal(WEXITSTATUS(status), 0);
+	print_message("%u lock-step rounds, %u wake-ups\n", LOCKSTEP_ROUNDS, wakes);
+	xbd_evtchn_close(e);
+	close(ready[0]);
+	close(ready[1]);
+	munmap(ls, sizeof(*ls));
+}
+
 static void test_domain_rules(void **state)
 {
 	struct fixture *f = *state;
@@ -504,6 +590,7 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_evtchn_coalescing, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_allocator, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_revoke_races_map, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_evtchn_no_lost_wakeup, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_domain_rules, setup, teardown),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
