@@ -109,6 +109,7 @@ int local_gntshr_open(struct xbd_domain *dom, struct xbd_gntshr **out)
 		return -ENOMEM;
 	gs->pub.p = dom->p;
 	gs->d = container_of(dom, struct local_domain, pub);
+	local_domain_get(gs->d);   /* put in local_gntshr_close */
 	*out = &gs->pub;
 	return 0;
 }
@@ -296,6 +297,7 @@ void local_gntshr_close(struct xbd_gntshr *pub)
 				free(a);
 		}
 	}
+	local_domain_put(gs->d);   /* got in local_gntshr_open */
 	free(gs);
 }
 

@@ -125,8 +125,8 @@ int xbd_domain_get_info(struct xbd_platform *p, xbd_domid_t domid,
  * Local: the claimer inherits the previous claimer's grant table; grants
  * nobody maps are revoked, grants still mapped stay reserved.  On xen,
  * claiming the domain the process runs in always succeeds and any other
- * domid fails with -EPERM.  Release after closing the domain's gntshr
- * handles; release frees *d.
+ * domid fails with -EPERM.  Release frees *d and ends the claim once the
+ * domain's gntshr handles are closed too (each holds a reference).
  */
 struct xbd_domain;
 int xbd_domain_claim(struct xbd_platform *p, xbd_domid_t domid,

@@ -7,6 +7,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <poll.h>
+#include <pthread.h>
 #include <sched.h>
 #include <setjmp.h>
 #include <signal.h>
@@ -545,6 +546,74 @@ static void test_evtchn_no_lost_wakeup(void **state)
 	munmap(ls, sizeof(*ls));
 }
 
+/* gntshr handles keep their domain: release first, close later. */
+static void test_release_before_gntshr_close(void **state)
+{
+	struct fixture *f = *state;
+	struct xbd_domain_info info;
+	struct xbd_domain *d;
+	xbd_grant_ref_t ref;
+	void *addr;
+
+	assert_int_equal(xbd_gntshr_share_pages(f->gs, 0, 1, &ref, true, &addr), 0);
+	xbd_domain_release(f->dom);
+	f->dom = NULL;
+	assert_int_equal(xbd_domain_get_info(f->p, 1, &info), 0);
+	assert_int_equal(info.claimed_by, getpid());   /* the handle keeps it */
+	assert_int_equal(xbd_gntshr_unshare(f->gs, addr, 1), 0);
+	xbd_gntshr_close(f->gs);
+	f->gs = NULL;
+	assert_int_equal(xbd_domain_get_info(f->p, 1, &info), 0);
+	assert_int_equal(info.claimed_by, 0);
+	assert_int_equal(xbd_domain_claim(f->p, 1, &d), 0);
+	xbd_domain_release(d);
+}
+
+/* Two threads, one gntshr handle each, sharing and revoking at once: no
+ * page or ref is ever handed to both. */
+struct sharer { struct xbd_domain *dom; uint32_t id; int errors; };
+
+static void *sharer_thread(void *arg)
+{
+	struct sharer *sh = arg;
+	struct xbd_gntshr *gs;
+
+	if (xbd_gntshr_open(sh->dom, &gs)) {
+		sh->errors++;
+		return NULL;
+	}
+	for (int i = 0; i < 2000; i++) {
+		xbd_grant_ref_t refs[3];
+		volatile uint32_t *pg;
+
+		if (xbd_gntshr_share_pages(gs, 0, 3, refs, true, (void **)&pg)) {
+			sh->errors++;
+			continue;
+		}
+		pg[0] = sh->id;
+		pg[2048] = sh->id;
+		sched_yield();
+		if (pg[0] != sh->id || pg[2048] != sh->id || xbd_gntshr_unshare(gs, (void *)pg, 3))
+			sh->errors++;
+	}
+	xbd_gntshr_close(gs);
+	return NULL;
+}
+
+static void test_gntshr_threads(void **state)
+{
+	struct fixture *f = *state;
+	struct sharer sh[2] = { { f->dom, 1, 0 }, { f->dom, 2, 0 } };
+	pthread_t th[2];
+
+	for (int i = 0; i < 2; i++)
+		assert_int_equal(pthread_create(&th[i], NULL, sharer_thread, &sh[i]), 0);
+	for (int i = 0; i < 2; i++) {
+		pthread_join(th[i], NULL);
+		assert_int_equal(sh[i].errors, 0);
+	}
+}
+
 static void test_domain_rules(void **state)
 {
 	struct fixture *f = *state;
@@ -591,6 +660,8 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_allocator, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_revoke_races_map, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_evtchn_no_lost_wakeup, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_release_before_gntshr_close, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_gntshr_threads, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_domain_rules, setup, teardown),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
