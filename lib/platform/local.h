@@ -37,7 +37,7 @@
 #define LOCAL_NR_GRANTS       32768u  /* 64 frames of v1 entries, Xen 4.17's default */
 #define LOCAL_NR_RESERVED     8u      /* GNTTAB_NR_RESERVED_ENTRIES: never allocated */
 #define LOCAL_NR_PORTS        4096u   /* 2-level event channel ABI on 64-bit */
-#define LOCAL_NR_SLOTS        256u    /* event-channel handles per domain */
+#define LOCAL_NR_SLOTS        1024u   /* event-channel handles per domain */
 #define LOCAL_MAX_MEMORY      (1ull << 40)
 
 /* The 64-bit image of one grant_entry_v1, loaded and stored atomically. */

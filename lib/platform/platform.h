@@ -234,7 +234,7 @@ int xbd_gnttab_copy(struct xbd_gnttab *gt, unsigned int count,
 
 struct xbd_evtchn;
 /* self: the domain this process acts as (local: any existing domain, domain
- * 0 created on demand, -ENOENT otherwise; at most 256 handles per domain,
+ * 0 created on demand, -ENOENT otherwise; at most 1024 handles per domain,
  * then -EMFILE; ignored on xen). */
 int xbd_evtchn_open(struct xbd_platform *p, xbd_domid_t self,
 		    struct xbd_evtchn **out);
