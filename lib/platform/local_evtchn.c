@@ -215,8 +215,9 @@ static int open_fifo(struct local_evtchn *e)
 	e->fifo_fd = local_open(e->pub.p, e->self, name, O_RDWR | O_NONBLOCK);
 	if (e->fifo_fd < 0)
 		return e->fifo_fd;
-	/* Ports the previous owner of this slot never read. */
-	while (read(e->fifo_fd, junk, sizeof(junk)) > 0)
+	/* Ports the previous owner of this slot never read (bounded: a
+	 * process writing non-stop cannot keep us here). */
+	for (int i = 0; i < 1024 && read(e->fifo_fd, junk, sizeof(junk)) > 0; i++)
 		;
 	return 0;
 }
