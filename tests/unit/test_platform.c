@@ -614,6 +614,93 @@ static void test_gntshr_threads(void **state)
 	}
 }
 
+/* xorshift64: a fixed-seed generator, so a failure reproduces. */
+static uint64_t rnd(uint64_t *st)
+{
+	*st ^= *st << 13;
+	*st ^= *st >> 7;
+	*st ^= *st << 17;
+	return *st;
+}
+
+/* Fill dom1/<file> with random bytes, a quarter of the 8-byte words made
+ * to look like grants to domain 0 (so validation is exercised deeper). */
+static void scribble(struct fixture *f, const char *file, size_t len, uint64_t *st)
+{
+	uint64_t *words = malloc(len);
+	char path[128];
+	int fd;
+
+	for (size_t i = 0; i < len / 8; i++) {
+		words[i] = rnd(st);
+		if (i % 4 == 0)   /* flags = permit (+ random subflags), domid 0 */
+			words[i] = (words[i] & 0xffffffff00000000ull & 0x000003ff00000000ull) |
+				   ((words[i] & 0x1c) | GTF_permit_access);
+	}
+	snprintf(path, sizeof(path), "%s/dom1/%s", f->rundir, file);
+	fd = open(path, O_WRONLY);
+	assert_true(fd >= 0);
+	assert_int_equal(pwrite(fd, words, len, 0), (ssize_t)len);
+	close(fd);
+	free(words);
+}
+
+static bool one_of(int rc, int a, int b, int c)
+{
+	return rc == a || rc == b || rc == c;
+}
+
+/* A guest that writes garbage into its grant table and port table: every
+ * backend call returns a listed error or works on the guest's memory. */
+static void test_hostile_tables(void **state)
+{
+	struct fixture *f = *state;
+	uint64_t st = 0x9e3779b97f4a7c15ull;
+	struct xbd_evtchn *e;
+	int mapped = 0;
+
+	scribble(f, "gnttab", 32768 * 8, &st);
+	for (xbd_grant_ref_t ref = 0; ref < 32768; ref += 3) {
+		xbd_grant_ref_t batch[3] = { ref, (xbd_grant_ref_t)rnd(&st) % 40000, ref + 4 };
+		struct xbd_gnttab_copy_seg seg = {
+			.source.foreign = { ref, (uint16_t)(rnd(&st) % 4096), 1 },
+			.dest.virt = &st, .len = 8, .flags = XBD_GNTCOPY_source_gref };
+		volatile uint8_t *m;
+		int rc = xbd_gnttab_map(f->gt, 1, 1, &ref, PROT_READ, (void **)&m);
+
+		assert_true(one_of(rc, 0, -EINVAL, -EPERM));
+		if (rc == 0) {
+			(void)m[4095];   /* inside the guest's memory: no fault */
+			assert_int_equal(xbd_gnttab_unmap(f->gt, (void *)m, 1), 0);
+			mapped++;
+		}
+		rc = xbd_gnttab_map(f->gt, 1, 3, batch, PROT_READ | PROT_WRITE, (void **)&m);
+		assert_true(one_of(rc, 0, -EINVAL, -EPERM));
+		if (rc == 0) {
+			m[0] = m[2 * 4096 + 4095];
+			assert_int_equal(xbd_gnttab_unmap(f->gt, (void *)m, 3), 0);
+		}
+		assert_int_equal(xbd_gnttab_copy(f->gt, 1, &seg), 0);
+		assert_true(one_of(seg.status, 0, -EINVAL, -EPERM));
+	}
+	assert_true(mapped > 0);   /* some garbage did look like a grant */
+
+	scribble(f, "evtchn", 4096 * 32, &st);
+	assert_int_equal(xbd_evtchn_open(f->p, 0, &e), 0);
+	for (int i = 0; i < 4096; i++) {
+		int port = xbd_evtchn_bind_interdomain(e, 1, (xbd_evtchn_port_t)(rnd(&st) % 4200));
+
+		assert_true(port > 0 || one_of(port, -EINVAL, -EPERM, -ENOSPC));
+		if (port > 0) {
+			assert_int_equal(xbd_evtchn_notify(e, (xbd_evtchn_port_t)port), 0);
+			assert_int_equal(xbd_evtchn_unbind(e, (xbd_evtchn_port_t)port), 0);
+		}
+	}
+	while (xbd_evtchn_pending(e) != -EAGAIN)
+		;
+	xbd_evtchn_close(e);
+}
+
 static void test_domain_rules(void **state)
 {
 	struct fixture *f = *state;
@@ -662,6 +749,7 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_evtchn_no_lost_wakeup, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_release_before_gntshr_close, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_gntshr_threads, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_hostile_tables, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_domain_rules, setup, teardown),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
