@@ -19,9 +19,9 @@
  *   - ownership: every handle is owned by its opener and freed by its
  *     close/release call, which also undoes what the handle still holds
  *     (mappings, shared pages, bound ports).  Close the handles opened from
- *     a platform (and the gntshr handles of a domain) before closing the
- *     platform (releasing the domain).  Addresses returned by share/map
- *     belong to the handle: never munmap or free them.
+ *     a platform before closing the platform (a domain's gntshr handles
+ *     keep the domain alive after xbd_domain_release()).  Addresses
+ *     returned by share/map belong to the handle: never munmap or free them.
  * Common errors: -EINVAL for a domid above XBD_DOMID_MAX or a NULL/zero
  * argument; -ENOENT (local) for a domain that does not exist or is dying.
  */
@@ -259,8 +259,9 @@ int xbd_evtchn_unbind(struct xbd_evtchn *e, xbd_evtchn_port_t port);
 int xbd_evtchn_notify(struct xbd_evtchn *e, xbd_evtchn_port_t port);
 /* Next pending port of this handle (> 0), or -EAGAIN if none.  The port
  * stays masked until xbd_evtchn_unmask(), as with xenevtchn; unmask
- * delivers again at once if the port was notified meanwhile.  Call it once
- * per readable fd (it reads one event, like xenevtchn_pending). */
+ * delivers again at once if the port was notified meanwhile.  Each call
+ * takes one event (like xenevtchn_pending): call it after each poll wake-up,
+ * or in a loop until -EAGAIN. */
 int xbd_evtchn_pending(struct xbd_evtchn *e);
 int xbd_evtchn_unmask(struct xbd_evtchn *e, xbd_evtchn_port_t port);
 
