@@ -47,6 +47,7 @@ struct ev_domain {
 	int fifo[LOCAL_NR_SLOTS];   /* -1: not opened yet */
 };
 
+/* Used by one thread at a time; close unbinds our ports, then frees. */
 struct local_evtchn {
 	struct xbd_evtchn pub;
 	xbd_domid_t self;
