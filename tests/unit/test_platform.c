@@ -345,6 +345,31 @@ static void test_evtchn_coalescing(void **state)
 	xbd_evtchn_close(b);
 }
 
+/* A channel between two ports of one domain (and one handle), as Xen
+ * allows: each end wakes the same fd with its own port. */
+static void test_evtchn_loopback(void **state)
+{
+	struct fixture *f = *state;
+	struct xbd_evtchn *e;
+	int a, b;
+
+	assert_int_equal(xbd_evtchn_open(f->p, 1, &e), 0);
+	a = xbd_evtchn_bind_unbound_port(e, 1);
+	assert_true(a > 0);
+	b = xbd_evtchn_bind_interdomain(e, 1, (xbd_evtchn_port_t)a);
+	assert_true(b > 0 && b != a);
+	assert_int_equal(xbd_evtchn_notify(e, (xbd_evtchn_port_t)a), 0);
+	assert_int_equal(xbd_evtchn_pending(e), b);
+	assert_int_equal(xbd_evtchn_notify(e, (xbd_evtchn_port_t)b), 0);
+	assert_int_equal(xbd_evtchn_pending(e), a);
+	assert_int_equal(xbd_evtchn_pending(e), -EAGAIN);
+	assert_int_equal(xbd_evtchn_unbind(e, (xbd_evtchn_port_t)b), 0);
+	assert_int_equal(xbd_evtchn_notify(e, (xbd_evtchn_port_t)a), 0);   /* dropped */
+	assert_int_equal(xbd_evtchn_pending(e), -EAGAIN);
+	assert_true(xbd_evtchn_bind_interdomain(e, 1, (xbd_evtchn_port_t)a) > 0);   /* a is unbound again */
+	xbd_evtchn_close(e);
+}
+
 /* A 4-page domain: freed holes are found again (the search wraps), and
  * exhaustion is -ENOMEM with nothing leaked. */
 static void test_allocator(void **state)
@@ -744,6 +769,7 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_readonly_map_faults, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_copy_batch, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_evtchn_coalescing, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_evtchn_loopback, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_allocator, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_revoke_races_map, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_evtchn_no_lost_wakeup, setup, teardown),
