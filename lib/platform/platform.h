@@ -162,7 +162,9 @@ int xbd_gntshr_share_pages(struct xbd_gntshr *gs, xbd_domid_t remote,
  * Revoke the grants of a share_pages() area and free its pages.  If any of
  * them is still mapped by the peer, nothing changes and -EBUSY is returned
  * (the caller defers and retries, as Linux's gnttab_end_foreign_access
- * does).  -EINVAL if addr/count is not an area of this handle.
+ * does).  -EINVAL if addr/count is not an area of this handle.  On xen the
+ * kernel (gntalloc) defers the revoke of a mapped page itself, so this
+ * unmaps and returns 0; callers handle -EBUSY for the local platform.
  */
 int xbd_gntshr_unshare(struct xbd_gntshr *gs, void *addr, unsigned int count);
 
