@@ -53,7 +53,8 @@ static void die(const char *what, int rc)
 	exit(1);
 }
 
-/* One line: the platform figure (none if platform < 0), then the raw one. */
+/* One line: the platform figure (none if platform < 0), then the raw one
+ * (none if raw_name is empty). */
 static void row(const char *what, double platform, double raw, const char *raw_name,
 		const char *unit)
 {
@@ -61,7 +62,9 @@ static void row(const char *what, double platform, double raw, const char *raw_n
 		printf("  %-34s %10s %-6s", what, "", "");
 	else
 		printf("  %-34s %10.2f %-6s", what, platform, unit);
-	printf("   %-22s %10.2f %s\n", raw_name, raw, unit);
+	if (*raw_name)
+		printf("   %-22s %10.2f %s", raw_name, raw, unit);
+	printf("\n");
 }
 
 /* ---- event channels ---- */
@@ -79,12 +82,42 @@ static void wait_port(struct xbd_evtchn *e)
 	xbd_evtchn_unmask(e, (xbd_evtchn_port_t)port);
 }
 
-/* The guest: echo every event back, then count the events of the flood. */
-static void guest(int ctl_w, long rounds)
+struct evtchn_figures {
+	double rt_us;          /* notify round trip */
+	double coalesced;      /* notifies/s while the peer does not read */
+	double live;           /* notifies/s while the peer consumes */
+	double wakes;          /* wake-ups/s the consumer got meanwhile */
+};
+
+static void xfer(int fd, void *buf, size_t len, bool out)
+{
+	if ((out ? write(fd, buf, len) : read(fd, buf, len)) != (ssize_t)len)
+		_exit(1);
+}
+
+/* Notify n times; returns notifies per second. */
+static double flood(struct xbd_evtchn *e, int port, long n)
+{
+	double t0 = now();
+
+	for (long i = 0; i < n; i++)
+		xbd_evtchn_notify(e, (xbd_evtchn_port_t)port);
+	return (double)n / (now() - t0);
+}
+
+/*
+ * The guest: echo `rounds` events back (round trips), then two floods of
+ * notifies, each started by a byte on `down` and reported (notifies/s) on
+ * `up`: the first while the backend does not read, the second while it
+ * consumes.
+ */
+static void guest(int up, int down, long rounds, long floods)
 {
 	struct xbd_platform *p;
 	struct xbd_domain *d;
 	struct xbd_evtchn *e;
+	double rate;
+	char go;
 	int port, rc;
 
 	rc = xbd_platform_open(XBD_PLATFORM_LOCAL, rundir, &p);
@@ -95,34 +128,60 @@ static void guest(int ctl_w, long rounds)
 	if (rc)
 		die("guest setup", rc);
 	port = xbd_evtchn_bind_unbound_port(e, 0);
-	if (write(ctl_w, &port, sizeof(port)) != sizeof(port))
-		_exit(1);
+	xfer(up, &port, sizeof(port), true);
 	for (long i = 0; i < rounds; i++) {
 		wait_port(e);
 		xbd_evtchn_notify(e, (xbd_evtchn_port_t)port);
 	}
+	for (int phase = 0; phase < 2; phase++) {
+		xfer(down, &go, 1, false);
+		rate = flood(e, port, floods);
+		xfer(up, &rate, sizeof(rate), true);
+	}
+	xfer(down, &go, 1, false);   /* stay bound until the backend is done */
 	xbd_evtchn_close(e);
 	xbd_domain_release(d);
 	xbd_platform_close(p);
 	_exit(0);
 }
 
-/* *rt_us: notify round trip; *rate: notifies/s into a pending port. */
-static void bench_evtchn(struct xbd_platform *p, double *rt_us, double *rate)
+/* Consume events until the guest reports on `up`; returns wake-ups. */
+static long consume(struct xbd_evtchn *e, int up, double *rate)
 {
-	long rounds = iters(20000), floods = iters(2000000);
+	struct pollfd pfd[2] = { { .fd = xbd_evtchn_fd(e), .events = POLLIN },
+				 { .fd = up, .events = POLLIN } };
+	long wakes = 0;
+	int port;
+
+	for (;;) {
+		if (poll(pfd, 2, 5000) <= 0)
+			die("poll (guest gone?)", ETIMEDOUT);
+		if (pfd[0].revents && (port = xbd_evtchn_pending(e)) > 0) {
+			wakes++;
+			xbd_evtchn_unmask(e, (xbd_evtchn_port_t)port);
+		}
+		if (pfd[1].revents) {
+			xfer(up, rate, sizeof(*rate), false);
+			return wakes;
+		}
+	}
+}
+
+static void bench_evtchn(struct xbd_platform *p, struct evtchn_figures *fig)
+{
+	long rounds = iters(20000), floods = iters(1000000), wakes;
+	int up[2], down[2], gport, bport, rc, status = 0;
 	struct xbd_evtchn *e;
-	int ctl[2], gport, bport, rc, status = 0;
+	char go = 1;
 	double t0;
 	pid_t pid;
 
-	if (pipe(ctl) < 0)
+	if (pipe(up) < 0 || pipe(down) < 0)
 		die("pipe", errno);
 	pid = fork();
 	if (pid == 0)
-		guest(ctl[1], rounds);
-	if (read(ctl[0], &gport, sizeof(gport)) != sizeof(gport) || gport < 0)
-		die("guest port", gport < 0 ? gport : EIO);
+		guest(up[1], down[0], rounds, floods);
+	xfer(up[0], &gport, sizeof(gport), false);
 	rc = xbd_evtchn_open(p, 0, &e);
 	if (rc)
 		die("evtchn open", rc);
@@ -134,16 +193,21 @@ static void bench_evtchn(struct xbd_platform *p, double *rt_us, double *rate)
 		xbd_evtchn_notify(e, (xbd_evtchn_port_t)bport);
 		wait_port(e);
 	}
-	*rt_us = (now() - t0) / (double)rounds * 1e6;
-	waitpid(pid, &status, 0);
-	/* notifies into a port that stays pending: the coalesced fast path */
+	fig->rt_us = (now() - t0) / (double)rounds * 1e6;
+	/* flood 1: we do not read, so all but the first notify coalesce */
+	xfer(down[1], &go, 1, true);
+	xfer(up[0], &fig->coalesced, sizeof(fig->coalesced), false);
+	while (xbd_evtchn_pending(e) > 0)
+		xbd_evtchn_unmask(e, (xbd_evtchn_port_t)bport);
+	/* flood 2: we consume as fast as we can */
+	xfer(down[1], &go, 1, true);
 	t0 = now();
-	for (long i = 0; i < floods; i++)
-		xbd_evtchn_notify(e, (xbd_evtchn_port_t)bport);
-	*rate = (double)floods / (now() - t0);
+	wakes = consume(e, up[0], &fig->live);
+	fig->wakes = (double)wakes / (now() - t0);
+	xfer(down[1], &go, 1, true);
+	waitpid(pid, &status, 0);
 	xbd_evtchn_close(e);
-	close(ctl[0]);
-	close(ctl[1]);
+	close(up[0]); close(up[1]); close(down[0]); close(down[1]);
 	if (!WIFEXITED(status) || WEXITSTATUS(status) != 0)
 		die("guest", EIO);
 }
@@ -341,7 +405,7 @@ int main(int argc, char **argv)
 {
 	struct xbd_platform *p;
 	struct grant_bench g = { 0 };
-	double rt, rate;
+	struct evtchn_figures ev;
 	uint8_t *buf;
 	int rc;
 
@@ -361,11 +425,14 @@ int main(int argc, char **argv)
 	memset(buf, 1, BATCH * 4096);
 
 	printf("  %-34s %17s   %s\n", "local platform", "", "raw syscalls, same run");
-	bench_evtchn(p, &rt, &rate);
-	row("notify round trip (2 processes)", rt, raw_pingpong(false), "pipe ping-pong", "us");
+	bench_evtchn(p, &ev);
+	row("notify round trip (2 processes)", ev.rt_us, raw_pingpong(false),
+	    "pipe ping-pong", "us");
 	row("", -1, raw_pingpong(true), "eventfd ping-pong", "us");
-	row("notifies/s, port pending (M/s)", rate / 1e6, raw_eventfd_writes() / 1e6,
-	    "eventfd writes (M/s)", "");
+	row("notifies/s, peer not reading (M/s)", ev.coalesced / 1e6,
+	    raw_eventfd_writes() / 1e6, "eventfd writes (M/s)", "");
+	row("notifies/s, peer consuming (M/s)", ev.live / 1e6, 0, "", "");
+	row("  wake-ups/s meanwhile (k/s)", ev.wakes / 1e3, 0, "", "");
 	grant_setup(p, &g);
 	row("map+touch+unmap, 1 grant", map_unmap(&g, 1, &g.one), raw_mmap(g.mem_fd, false),
 	    "mmap+touch+munmap", "us");

@@ -504,6 +504,7 @@ static int local_domain_claim(struct xbd_platform *p, xbd_domid_t domid,
 		return -ENOMEM;
 	d->pub.p = p;
 	d->pub.domid = domid;
+	d->refs = 1;   /* the claim's, dropped by release */
 	d->claim_fd = d->mem_fd = d->maptrack_fd = -1;
 	pthread_mutex_init(&d->lock, NULL);
 	rc = take_claim(d);
@@ -524,9 +525,20 @@ out:
 	return rc;
 }
 
+void local_domain_get(struct local_domain *d)
+{
+	__atomic_add_fetch(&d->refs, 1, __ATOMIC_RELAXED);
+}
+
+void local_domain_put(struct local_domain *d)
+{
+	if (__atomic_sub_fetch(&d->refs, 1, __ATOMIC_ACQ_REL) == 0)
+		domain_free(d);
+}
+
 static void local_domain_release(struct xbd_domain *pub)
 {
-	domain_free(container_of(pub, struct local_domain, pub));
+	local_domain_put(container_of(pub, struct local_domain, pub));   /* the claim's */
 }
 
 const struct platform_ops xbd_local_ops = {

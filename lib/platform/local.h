@@ -37,7 +37,7 @@
 #define LOCAL_NR_GRANTS       32768u  /* 64 frames of v1 entries, Xen 4.17's default */
 #define LOCAL_NR_RESERVED     8u      /* GNTTAB_NR_RESERVED_ENTRIES: never allocated */
 #define LOCAL_NR_PORTS        4096u   /* 2-level event channel ABI on 64-bit */
-#define LOCAL_NR_SLOTS        256u    /* event-channel handles per domain */
+#define LOCAL_NR_SLOTS        1024u   /* event-channel handles per domain */
 #define LOCAL_MAX_MEMORY      (1ull << 40)
 
 /* The 64-bit image of one grant_entry_v1, loaded and stored atomically. */
@@ -93,6 +93,11 @@ struct local_domain {
 	uint64_t *gnttab;          /* LOCAL_NR_GRANTS entries, MAP_SHARED */
 	uint64_t *active;          /* LOCAL_NR_GRANTS pin counts, MAP_SHARED */
 	int maptrack_fd;
+	/* One reference for the claim (dropped by xbd_domain_release) and one
+	 * per open gntshr handle: the last put frees, so a handle closed after
+	 * the release still finds its domain.  Atomic: handles live on
+	 * different threads. */
+	unsigned int refs;
 	/* lock protects the two bitmaps; taken by every gntshr handle's thread */
 	pthread_mutex_t lock;
 	uint64_t *ref_used;        /* LOCAL_NR_GRANTS bits (refs 0-7 always set) */
@@ -118,6 +123,10 @@ int local_open_grant_tables(const struct xbd_platform *p, xbd_domid_t domid,
 			    uint64_t **gnttab, uint64_t **active, int *maptrack_fd);
 /* OFD byte lock: type F_RDLCK/F_WRLCK/F_UNLCK, wait: F_OFD_SETLKW. */
 int local_lock_byte(int fd, uint32_t byte, short type, bool wait);
+
+/* local.c: take / drop a reference on a claimed domain (see refs). */
+void local_domain_get(struct local_domain *d);
+void local_domain_put(struct local_domain *d);
 
 /* local_grant.c: revoke grant ref of a claimed domain.  On success the
  * entry is 0 and the pins are 0 (stale pins of dead mappers reclaimed);

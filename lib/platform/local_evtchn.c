@@ -47,6 +47,7 @@ struct ev_domain {
 	int fifo[LOCAL_NR_SLOTS];   /* -1: not opened yet */
 };
 
+/* Used by one thread at a time; close unbinds our ports, then frees. */
 struct local_evtchn {
 	struct xbd_evtchn pub;
 	xbd_domid_t self;
@@ -178,6 +179,31 @@ static int claim_slot(struct local_evtchn *e)
 	return -EMFILE;
 }
 
+/*
+ * Free the ports of every other dead handle of our domain, so their peers
+ * become unbound (and can be bound again) without waiting for someone to
+ * reuse the slot.  We lock a dead slot while we free its ports, so a handle
+ * that claims it meanwhile cannot lose the ports it is binding.
+ */
+static void sweep_dead_slots(struct local_evtchn *e)
+{
+	bool checked[LOCAL_NR_SLOTS] = { false };
+	struct local_port *ports = own_ports(e);
+
+	checked[e->slot] = true;
+	for (uint32_t p = 1; p < LOCAL_NR_PORTS; p++) {
+		uint32_t owner = __atomic_load_n(&ports[p].owner, __ATOMIC_ACQUIRE);
+
+		if (owner == 0 || owner > LOCAL_NR_SLOTS || checked[owner - 1])
+			continue;
+		checked[owner - 1] = true;
+		if (local_lock_byte(e->lock_fd, owner - 1, F_WRLCK, false) != 0)
+			continue;   /* alive */
+		free_slot_ports(e, owner - 1);
+		local_lock_byte(e->lock_fd, owner - 1, F_UNLCK, false);
+	}
+}
+
 static int open_fifo(struct local_evtchn *e)
 {
 	char name[32], path[PATH_MAX];
@@ -190,8 +216,9 @@ static int open_fifo(struct local_evtchn *e)
 	e->fifo_fd = local_open(e->pub.p, e->self, name, O_RDWR | O_NONBLOCK);
 	if (e->fifo_fd < 0)
 		return e->fifo_fd;
-	/* Ports the previous owner of this slot never read. */
-	while (read(e->fifo_fd, junk, sizeof(junk)) > 0)
+	/* Ports the previous owner of this slot never read (bounded: a
+	 * process writing non-stop cannot keep us here). */
+	for (int i = 0; i < 1024 && read(e->fifo_fd, junk, sizeof(junk)) > 0; i++)
 		;
 	return 0;
 }
@@ -223,6 +250,7 @@ int local_evtchn_open(struct xbd_platform *p, xbd_domid_t self,
 	if (rc)
 		goto out;
 	free_slot_ports(e, e->slot);
+	sweep_dead_slots(e);
 	rc = open_fifo(e);
 	if (rc)
 		goto out;
@@ -400,7 +428,8 @@ int local_evtchn_pending(struct xbd_evtchn *pub)
 	uint32_t port;
 	ssize_t n;
 
-	for (;;) {
+	/* Bounded: a process writing garbage non-stop cannot keep us here. */
+	for (int skipped = 0; skipped < 64; skipped++) {
 		n = read(e->fifo_fd, &port, sizeof(port));
 		if (n < 0)
 			return errno == EINTR ? -EINTR : -errno;   /* -EAGAIN: none */
@@ -412,6 +441,7 @@ int local_evtchn_pending(struct xbd_evtchn *pub)
 				   __ATOMIC_SEQ_CST);
 		return (int)port;
 	}
+	return -EAGAIN;   /* the fd stays readable: the caller comes back */
 }
 
 int local_evtchn_unmask(struct xbd_evtchn *pub, xbd_evtchn_port_t port)

@@ -109,6 +109,7 @@ int local_gntshr_open(struct xbd_domain *dom, struct xbd_gntshr **out)
 		return -ENOMEM;
 	gs->pub.p = dom->p;
 	gs->d = container_of(dom, struct local_domain, pub);
+	local_domain_get(gs->d);   /* put in local_gntshr_close */
 	*out = &gs->pub;
 	return 0;
 }
@@ -296,6 +297,7 @@ void local_gntshr_close(struct xbd_gntshr *pub)
 				free(a);
 		}
 	}
+	local_domain_put(gs->d);   /* got in local_gntshr_open */
 	free(gs);
 }
 
@@ -327,15 +329,17 @@ struct map_area {
 	unsigned int count;
 	bool own_mapping;             /* mmap'ed for this area: munmap on unmap */
 	bool writable;
-	struct remote *r;
-	xbd_grant_ref_t refs[];
+	struct remote *r;             /* outlives the area (freed at close) */
+	xbd_grant_ref_t refs[];       /* our copy of the caller's refs */
 };
 
+/* Everything here belongs to the thread using the handle; close frees it
+ * all: areas first (they point at their remote), then the remotes. */
 struct local_gnttab {
 	struct xbd_gnttab pub;
 	xbd_domid_t self;
-	struct remote *remotes;
-	struct map_area *maps[AREA_BUCKETS];
+	struct remote *remotes;                /* live and stale, until close */
+	struct map_area *maps[AREA_BUCKETS];   /* by address; freed by unmap */
 };
 
 int local_gnttab_open(struct xbd_platform *p, xbd_domid_t self,

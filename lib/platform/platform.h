@@ -19,9 +19,9 @@
  *   - ownership: every handle is owned by its opener and freed by its
  *     close/release call, which also undoes what the handle still holds
  *     (mappings, shared pages, bound ports).  Close the handles opened from
- *     a platform (and the gntshr handles of a domain) before closing the
- *     platform (releasing the domain).  Addresses returned by share/map
- *     belong to the handle: never munmap or free them.
+ *     a platform before closing the platform (a domain's gntshr handles
+ *     keep the domain alive after xbd_domain_release()).  Addresses
+ *     returned by share/map belong to the handle: never munmap or free them.
  * Common errors: -EINVAL for a domid above XBD_DOMID_MAX or a NULL/zero
  * argument; -ENOENT (local) for a domain that does not exist or is dying.
  */
@@ -125,8 +125,8 @@ int xbd_domain_get_info(struct xbd_platform *p, xbd_domid_t domid,
  * Local: the claimer inherits the previous claimer's grant table; grants
  * nobody maps are revoked, grants still mapped stay reserved.  On xen,
  * claiming the domain the process runs in always succeeds and any other
- * domid fails with -EPERM.  Release after closing the domain's gntshr
- * handles; release frees *d.
+ * domid fails with -EPERM.  Release frees *d and ends the claim once the
+ * domain's gntshr handles are closed too (each holds a reference).
  */
 struct xbd_domain;
 int xbd_domain_claim(struct xbd_platform *p, xbd_domid_t domid,
@@ -162,7 +162,9 @@ int xbd_gntshr_share_pages(struct xbd_gntshr *gs, xbd_domid_t remote,
  * Revoke the grants of a share_pages() area and free its pages.  If any of
  * them is still mapped by the peer, nothing changes and -EBUSY is returned
  * (the caller defers and retries, as Linux's gnttab_end_foreign_access
- * does).  -EINVAL if addr/count is not an area of this handle.
+ * does).  -EINVAL if addr/count is not an area of this handle.  On xen the
+ * kernel (gntalloc) defers the revoke of a mapped page itself, so this
+ * unmaps and returns 0; callers handle -EBUSY for the local platform.
  */
 int xbd_gntshr_unshare(struct xbd_gntshr *gs, void *addr, unsigned int count);
 
@@ -234,7 +236,7 @@ int xbd_gnttab_copy(struct xbd_gnttab *gt, unsigned int count,
 
 struct xbd_evtchn;
 /* self: the domain this process acts as (local: any existing domain, domain
- * 0 created on demand, -ENOENT otherwise; at most 256 handles per domain,
+ * 0 created on demand, -ENOENT otherwise; at most 1024 handles per domain,
  * then -EMFILE; ignored on xen). */
 int xbd_evtchn_open(struct xbd_platform *p, xbd_domid_t self,
 		    struct xbd_evtchn **out);
@@ -259,8 +261,9 @@ int xbd_evtchn_unbind(struct xbd_evtchn *e, xbd_evtchn_port_t port);
 int xbd_evtchn_notify(struct xbd_evtchn *e, xbd_evtchn_port_t port);
 /* Next pending port of this handle (> 0), or -EAGAIN if none.  The port
  * stays masked until xbd_evtchn_unmask(), as with xenevtchn; unmask
- * delivers again at once if the port was notified meanwhile.  Call it once
- * per readable fd (it reads one event, like xenevtchn_pending). */
+ * delivers again at once if the port was notified meanwhile.  Each call
+ * takes one event (like xenevtchn_pending): call it after each poll wake-up,
+ * or in a loop until -EAGAIN. */
 int xbd_evtchn_pending(struct xbd_evtchn *e);
 int xbd_evtchn_unmask(struct xbd_evtchn *e, xbd_evtchn_port_t port);
 

@@ -17,7 +17,7 @@ def test_create_lays_out_rundir(helpers, rundir):
     h = helpers.start("tool")
     h.ok(f"create 3 guest3 {4 * MiB}")
     d = os.path.join(rundir, "dom3")
-    for f in ("info", "claim", "memory", "gnttab", "active", "maptrack",
+    for f in ("info", "state", "claim", "memory", "gnttab", "active", "maptrack",
               "evtchn", "evtchn.lock"):
         assert os.path.exists(os.path.join(d, f)), f
     st = os.stat(os.path.join(d, "memory"))

@@ -163,3 +163,34 @@ def test_backend_handle_follows_a_recreated_domain(channel, helpers):
     backend.ok(f"notify {port}")
     assert heir.ok("wait 5000") == ["ready"]
     assert heir.ok("pending") == [str(hport)]
+
+
+def test_ports_of_every_dead_handle_are_released(helpers):
+    """Two backends die; the next one to open frees the ports of both (one
+    by taking over the slot, one by the sweep), so both guest ports can be
+    bound again."""
+    guest = helpers.start("guest")
+    guest.ok(f"create 1 guest {MiB}")
+    guest.ok("claim 1")
+    guest.ok("evtchn 1")
+    g1 = int(guest.ok("unbound 0")[0])
+    g2 = int(guest.ok("unbound 0")[0])
+    a = helpers.start("a")
+    a.ok("evtchn 0")
+    b = helpers.start("b")
+    b.ok("evtchn 0")
+    a.ok(f"bind 1 {g1}")
+    b.ok(f"bind 1 {g2}")
+    a.kill()
+    b.kill()
+    c = helpers.start("c")
+    c.ok("evtchn 0")
+    p2 = int(c.ok(f"bind 1 {g2}")[0])
+    p1 = int(c.ok(f"bind 1 {g1}")[0])
+    guest.ok(f"notify {g2}")
+    assert c.ok("wait 5000") == ["ready"]
+    assert c.ok("pending") == [str(p2)]
+    c.ok(f"unmask {p2}")
+    guest.ok(f"notify {g1}")
+    assert c.ok("wait 5000") == ["ready"]
+    assert c.ok("pending") == [str(p1)]
