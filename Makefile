@@ -62,7 +62,7 @@ fuzz: deps
 
 install: all
 	install -d $(DESTDIR)$(PREFIX)/bin $(DESTDIR)$(PREFIX)/lib/xbd
-	for p in $(PROGS); do install -m 0755 $(O)/bin/$$p $(DESTDIR)$(PREFIX)/bin/; done
+	for p in $(filter-out xbd-test-% xbd-bench-% %-bench,$(PROGS)); do install -m 0755 $(O)/bin/$$p $(DESTDIR)$(PREFIX)/bin/; done
 	$(INSTALL_EXTRA)
 
 clean:

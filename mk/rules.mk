@@ -3,6 +3,7 @@
 # A fragment may set:
 #   LIB_SRCS          += sources of libxbd.a (lib/), linked into everything
 #   PROGS             += name          a program, built as $(O)/bin/name
+#                     (xbd-test-*, xbd-bench-* and *-bench are not installed)
 #   name_SRCS         := sources       its sources
 #   name_LDLIBS       := -l...         extra libraries
 #   UNIT_TESTS        += name          a cmocka test, built as $(O)/tests/name
