@@ -113,7 +113,7 @@ def test_kill9_during_writes_leaves_consistent_store(daemons, rundir, tmp_path):
     for i in range(300):
         c.write(f"/k/{i}", "v" * 100)
         if i == 150:
-            time.sleep(0.3)            # at least one snapshot is written
+            time.sleep(1.0)            # at least one snapshot is written
     xd.daemon.kill()
     xd = Xenstored(daemons, rundir, args=["--db", db], name="xenstored2")
     c = xd.conn()

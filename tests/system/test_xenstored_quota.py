@@ -3,6 +3,8 @@
 small limits from the command line."""
 import time
 
+from xenstored_fixtures import xenstored  # noqa: F401
+
 import pytest
 
 from xenstored_fixtures import HDR, Xenstored
@@ -20,6 +22,13 @@ def qxs(daemons, rundir):
     d0.write("/local/domain/5", "")
     d0.call("SET_PERMS", "/local/domain/5", "n5")   # owned by 5: 1 node
     return xd
+
+
+def wait_for(cond, timeout=10.0):
+    deadline = time.monotonic() + timeout
+    while not cond():
+        assert time.monotonic() < deadline, "condition not met in time"
+        time.sleep(0.05)
 
 
 def usage(xd, name, domid=5):
@@ -103,8 +112,9 @@ def test_quota_outstanding_stops_reading(qxs):
     d0, d5 = qxs.conn(), qxs.conn(5)
     d0.write("/local/domain/5/big", "b" * 4000)
     d5.send_raw(b"".join(HDR.pack(2, i, 0, 4) + b"big\0" for i in range(200)))
-    time.sleep(0.5)
-    assert usage(qxs, "queued-replies") == 4
+    wait_for(lambda: usage(qxs, "queued-replies") == 4)
+    time.sleep(0.2)
+    assert usage(qxs, "queued-replies") == 4     # and no more
     d0.write("/alive", "1")             # others still served
     for i in range(200):
         assert d5.recv_msg() == (2, i, 0, b"b" * 4000)
@@ -121,5 +131,20 @@ def test_quota_pending_events_and_timeout(qxs):
     for j in range(20):
         d0.write(f"/local/domain/5/ev/more{j}", "")
     assert usage(qxs, "queued-events") == 8
-    time.sleep(3.5)                     # unread events expire
-    assert usage(qxs, "queued-events") == 0
+    # unread events expire after 2 s (checked once a second)
+    wait_for(lambda: usage(qxs, "queued-events") == 0, timeout=10)
+
+
+def test_quota_names_documented(xenstored):
+    import os
+    import re
+    report = xenstored.conn().call("CONTROL", "quota").decode().rstrip("\0")
+    names = sorted(line.split()[0] for line in report.splitlines())
+    abi = os.path.join(os.path.dirname(__file__), "..", "..", "Documentation",
+                       "ABI", "xenstored-quotas")
+    documented = sorted(re.findall(r'^What:\s+xbd-xenstored quota "([^"]+)"',
+                                   open(abi).read(), re.M))
+    assert names == documented
+    r = xenstored.tool("xenstore-control", "quota", "set", "no-such", "1",
+                       check=False)
+    assert r.returncode == 3
