@@ -29,7 +29,7 @@ struct quotas quota = {
 	.nodes = 1000, .node_size = 2048, .watches = 128, .transactions = 10,
 	.perms = 5, .path_len = XENSTORE_REL_PATH_MAX, .tx_nodes = 1024,
 	.outstanding = 20, .events = 1024, .event_timeout = 20,
-	.priv_events = 65536, .priv_outstanding = 1024,
+	.priv_events = 16384, .priv_outstanding = 1024, .connections = 64,
 };
 
 static const struct {
@@ -50,6 +50,7 @@ static const struct {
 	Q("watch-event-timeout", event_timeout, "seconds an event may stay unread"),
 	Q("priv-watch-events", priv_events, "queued events, privileged connection"),
 	Q("priv-outstanding", priv_outstanding, "unread replies, privileged connection"),
+	Q("connections", connections, "connections per unprivileged domain"),
 #undef Q
 };
 #define NQUOTAS (sizeof(quota_names) / sizeof(quota_names[0]))

@@ -184,6 +184,12 @@ static void accept_conns(struct listener *l)
 				log_warn("accept: %s", strerror(errno));
 			return;
 		}
+		if (l->domid && conn_count(l->domid) >= quota.connections) {
+			log_warn("domain %u: more than %u connections, refusing one",
+				 l->domid, quota.connections);
+			close(fd);
+			continue;
+		}
 		conn_new(fd, l->domid, l->domid == 0);
 	}
 }

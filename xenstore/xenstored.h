@@ -130,6 +130,7 @@ struct quotas {
 	unsigned event_timeout;	/* seconds an unread event may wait (0=inf) */
 	unsigned priv_events;	/* queued watch events per privileged conn */
 	unsigned priv_outstanding; /* unread replies, privileged conn */
+	unsigned connections;	/* connections per unprivileged domain */
 };
 extern struct quotas quota;
 int quota_set(const char *name, const char *value);
@@ -194,6 +195,7 @@ struct conn {
 };
 extern struct conn *conns;
 int conn_new(int fd, uint32_t domid, bool priv);
+unsigned conn_count(uint32_t domid);
 void conn_kill(struct conn *c, const char *why);
 void conn_reap(void);
 void conn_handle(struct conn *c, uint32_t events);

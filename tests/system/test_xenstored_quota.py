@@ -11,7 +11,8 @@ from xenstored_fixtures import HDR, Xenstored
 
 ARGS = ["-E", "20", "-S", "256", "-W", "5", "-t", "2", "-A", "3",
         "-Q", "transaction-nodes=10", "-Q", "outstanding=4",
-        "-Q", "watch-events=8", "-Q", "watch-event-timeout=2"]
+        "-Q", "watch-events=8", "-Q", "watch-event-timeout=2",
+        "-Q", "connections=3"]
 
 
 @pytest.fixture
@@ -148,3 +149,13 @@ def test_quota_names_documented(xenstored):
     r = xenstored.tool("xenstore-control", "quota", "set", "no-such", "1",
                        check=False)
     assert r.returncode == 3
+
+
+def test_quota_connections(qxs):
+    keep = [qxs.conn(5) for _ in range(3)]
+    extra = qxs.conn(5)
+    assert extra.closed()
+    keep[0].close()
+    wait_for(lambda: usage(qxs, "connections") == 2)
+    qxs.conn(5).write("ok", "1")
+    assert "more than 3 connections" in qxs.daemon.log_text()
