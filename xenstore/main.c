@@ -177,7 +177,8 @@ static int open_signals(void)
 
 static void accept_conns(struct listener *l)
 {
-	for (int i = 0; i < 16; i++) {
+	/* a RELEASE earlier in this loop turn may have closed it */
+	for (int i = 0; i < 16 && l->fd >= 0; i++) {
 		int fd = accept4(l->fd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
 		if (fd < 0) {
 			if (errno != EAGAIN && errno != EINTR)

@@ -86,6 +86,29 @@ def test_restart_without_persistence(daemons, rundir):
     assert c.event() == (b"/gone", b"t")
 
 
+def test_libxenstore_client_reconnects_after_restart(daemons, rundir,
+                                                      monkeypatch):
+    import sys
+    sys.path.insert(0, "/usr/lib/xen-4.17/lib/python")
+    from xen.lowlevel import xs
+    xd = Xenstored(daemons, rundir)
+    monkeypatch.setenv("XENSTORED_PATH", xd.sock)
+    h = xs.xs()
+    h.watch("/again", "t")
+    assert h.read_watch() == ("/again", "t")
+    assert xd.daemon.stop() == 0
+    with pytest.raises(xs.Error):
+        h.read_watch()                   # connection lost
+    with pytest.raises(xs.Error):
+        h.read("", "/again")
+    h.close()
+    xd = Xenstored(daemons, rundir, name="xenstored2")
+    h = xs.xs()
+    h.watch("/again", "t")
+    assert h.read_watch() == ("/again", "t")   # the resync point
+    h.close()
+
+
 def test_restart_with_persistence(daemons, rundir, tmp_path):
     db = str(tmp_path / "store.db")
     xd = Xenstored(daemons, rundir, args=["--db", db])
