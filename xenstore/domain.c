@@ -16,6 +16,7 @@
 #include "log.h"
 
 #include <errno.h>
+#include <glob.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -334,9 +335,31 @@ int domain_release(uint32_t domid)
 	return 0;
 }
 
-/* After loading a persisted store: listen again for introduced domains. */
+/* Sockets left by an instance that died without cleaning up: nobody
+ * serves them (main.c made sure no other instance is live), and a client
+ * would get ECONNREFUSED instead of ENOENT. */
+static void remove_stale_sockets(void)
+{
+	char *pattern = NULL;
+	glob_t g;
+
+	if (asprintf(&pattern, "%s/dom*/xenstore.sock", rundir) < 0)
+		return;
+	if (glob(pattern, 0, NULL, &g) == 0) {
+		for (size_t i = 0; i < g.gl_pathc; i++) {
+			log_info("removing stale %s", g.gl_pathv[i]);
+			unlink(g.gl_pathv[i]);
+		}
+		globfree(&g);
+	}
+	free(pattern);
+}
+
+/* At start: clear stale sockets, then listen again for the domains a
+ * persisted store introduced. */
 int domain_listen_all(void)
 {
+	remove_stale_sockets();
 	for (uint32_t i = 1; i <= DOMID_MAX_VALID; i++) {
 		struct domain *d = domains[i];
 		if (d && d->introduced && d->lis.fd < 0 && domain_listen(d))

@@ -35,11 +35,17 @@ def test_refuses_second_instance(xenstored):
 
 def test_replaces_stale_socket(daemons, rundir):
     path = os.path.join(rundir, "xenstored.sock")
-    s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-    s.bind(path)
-    s.close()                                     # stale socket file
+    os.mkdir(os.path.join(rundir, "dom9"))
+    stale_dom = os.path.join(rundir, "dom9", "xenstore.sock")
+    for p in (path, stale_dom):
+        s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        s.bind(p)
+        s.close()                                 # stale socket files
+    open(os.path.join(rundir, "dom9", "memory"), "w").close()
     xd = Xenstored(daemons, rundir)
     xd.conn().write("/ok", "1")
+    assert not os.path.exists(stale_dom)          # ours, removed
+    assert os.path.exists(os.path.join(rundir, "dom9", "memory"))
 
 
 def test_daemon_mode_and_trace(rundir, tmp_path):
