@@ -30,7 +30,7 @@ struct quotas quota = {
 	.nodes = 1000, .node_size = 2048, .watches = 128, .transactions = 10,
 	.perms = 5, .path_len = XENSTORE_REL_PATH_MAX, .tx_nodes = 1024,
 	.outstanding = 20, .events = 1024, .event_timeout = 20,
-	.priv_events = 16384, .priv_outstanding = 1024, .connections = 64,
+	.priv_events = 16384, .priv_outstanding = 1024, .connections = 16,
 };
 
 static const struct {
@@ -42,7 +42,7 @@ static const struct {
 	Q("nodes", nodes, "nodes owned per domain"),
 	Q("node-size", node_size, "bytes per node record"),
 	Q("watches", watches, "watches per domain"),
-	Q("transactions", transactions, "open transactions per connection"),
+	Q("transactions", transactions, "open transactions per domain"),
 	Q("perms", perms, "permission entries per node"),
 	Q("path-max", path_len, "path length below /local/domain/N/"),
 	Q("transaction-nodes", tx_nodes, "nodes touched per transaction"),

@@ -44,7 +44,7 @@ static const char usage_text[] =
 "  -E, --entry-nb N         nodes per domain (1000)\n"
 "  -S, --entry-size N       bytes per node record (2048)\n"
 "  -W, --watch-nb N         watches per domain (128)\n"
-"  -t, --transaction N      transactions per connection (10)\n"
+"  -t, --transaction N      open transactions per domain (10)\n"
 "  -A, --perm-nb N          permission entries per node (5)\n"
 "  -M, --path-max N         path length below /local/domain/N/ (2048)\n"
 "  -Q, --quota NAME=N       any quota by name (see CONTROL quota)\n"

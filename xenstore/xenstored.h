@@ -121,7 +121,7 @@ struct quotas {
 	unsigned nodes;		/* -E: nodes owned per domain */
 	unsigned node_size;	/* -S: node record size */
 	unsigned watches;	/* -W: watches per domain (">" check) */
-	unsigned transactions;	/* -t: open transactions per connection */
+	unsigned transactions;	/* -t: open transactions per domain */
 	unsigned perms;		/* -A: perm entries per node */
 	unsigned path_len;	/* -M: path length after /local/domain/N/ */
 	unsigned tx_nodes;	/* nodes touched per transaction */

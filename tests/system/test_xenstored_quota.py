@@ -85,10 +85,13 @@ def test_quota_watches_e2big(qxs):
 
 
 def test_quota_transactions(qxs):
-    d5 = qxs.conn(5)
+    d5, other = qxs.conn(5), qxs.conn(5)
     for _ in range(3):
         d5.start()
     assert d5.error("TRANSACTION_START", "") == "ENOSPC"
+    # a second connection of the same domain buys no more
+    assert other.error("TRANSACTION_START", "") == "ENOSPC"
+    qxs.conn().start()                          # dom0 is not limited
 
 
 def test_quota_perms(qxs):
