@@ -162,3 +162,28 @@ def test_quota_connections(qxs):
     wait_for(lambda: usage(qxs, "connections") == 2)
     qxs.conn(5).write("ok", "1")
     assert "more than 3 connections" in qxs.daemon.log_text()
+
+
+def test_quota_memory(daemons, rundir):
+    xd = Xenstored(daemons, rundir, args=["-Q", "memory=3000"])
+    xd.introduce(5)
+    d0 = xd.conn()
+    d0.write("/local/domain/5", "")
+    d0.call("SET_PERMS", "/local/domain/5", "n5")
+    d5 = xd.conn(5)
+    i = 0
+    while True:
+        try:
+            d5.write(f"m{i}", "v" * 500)
+        except Exception as e:            # noqa: BLE001
+            assert e.err == "ENOMEM"
+            break
+        i += 1
+    assert 3 <= i <= 5
+    used = usage(xd, "memory")
+    assert 2500 < used <= 3000
+    assert d5.error("WATCH", "w", "t" * 1000) == "ENOMEM"
+    d5.call("RM", "m0")
+    assert usage(xd, "memory") < used - 500
+    d5.call("WATCH", "w", "t" * 100)
+    d0.write("/local/domain/5/big", "x" * 3000)   # dom0 is not limited
