@@ -248,3 +248,40 @@ def test_concurrency_soak_bounded_rss(daemons, rundir):
     assert second < first + 16384, (first, second)
     c = xenstored.conn()
     assert c.call("CONTROL", "check") == b"OK\0"
+
+
+def cpu_seconds(pid):
+    fields = open(f"/proc/{pid}/stat").read().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def test_out_of_file_descriptors(daemons, rundir):
+    # prlimit lowers the daemon's descriptor limit once it runs
+    xd = Xenstored(daemons, rundir)
+    subprocess.run(["prlimit", f"--pid={xd.daemon.pid}", "--nofile=24"],
+                   check=True)
+    held = []
+    try:
+        for _ in range(40):
+            s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+            s.connect(xd.sock)
+            held.append(s)
+        before = cpu_seconds(xd.daemon.pid)
+        time.sleep(1.0)
+        assert cpu_seconds(xd.daemon.pid) - before < 0.5   # no busy loop
+        for s in held[:30]:
+            s.close()
+        del held[:30]
+        deadline = time.monotonic() + 10
+        while True:                         # served again once fds free up
+            try:
+                c = xd.conn()
+                c.write("/fd", "ok")
+                break
+            except (OSError, EOFError):
+                assert time.monotonic() < deadline
+                time.sleep(0.1)
+        assert "out of file descriptors" in xd.daemon.log_text()
+    finally:
+        for s in held:
+            s.close()
