@@ -48,25 +48,35 @@ def test_replaces_stale_socket(daemons, rundir):
     assert os.path.exists(os.path.join(rundir, "dom9", "memory"))
 
 
+def read_pid(path):
+    try:
+        return int(open(path).read())
+    except (OSError, ValueError):
+        return None
+
+
 def test_daemon_mode_and_trace(rundir, tmp_path):
     trace = str(tmp_path / "trace")
     pid_file = os.path.join(rundir, "pid")
+    sock = os.path.join(rundir, "xenstored.sock")
     env = sanitizer_env(dict(os.environ, XBD_RUNDIR=rundir))
     r = subprocess.run([binary("xbd-xenstored"), "--pid-file", pid_file,
                         "--trace", trace], env=env, timeout=20)
     assert r.returncode == 0
-    deadline = time.monotonic() + 10
-    while not (os.path.exists(pid_file) and connectable(
-            os.path.join(rundir, "xenstored.sock"))):
-        assert time.monotonic() < deadline
-        time.sleep(0.05)
-    pid = int(open(pid_file).read())
+    pid = None
     try:
-        xd_env = dict(env, XENSTORED_PATH=os.path.join(rundir, "xenstored.sock"))
-        subprocess.run(["/usr/bin/xenstore-write", "/traced", "v"], env=xd_env,
-                       check=True, timeout=20)
+        deadline = time.monotonic() + 10
+        while pid is None or not connectable(sock):
+            assert time.monotonic() < deadline, "daemon did not come up"
+            time.sleep(0.05)
+            pid = read_pid(pid_file)
+        subprocess.run(["/usr/bin/xenstore-write", "/traced", "v"],
+                       env=dict(env, XENSTORED_PATH=sock), check=True,
+                       timeout=20)
     finally:
-        os.kill(pid, signal.SIGTERM)
+        pid = pid or read_pid(pid_file)
+        if pid:
+            os.kill(pid, signal.SIGTERM)
     deadline = time.monotonic() + 10
     while os.path.exists(pid_file):
         assert time.monotonic() < deadline
