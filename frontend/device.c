@@ -57,8 +57,11 @@ int fe_dev_create(struct xbd_platform *plat, struct xbd_domain *dom,
 	if (!dev)
 		return -ENOMEM;
 	dev->par = *par;
+	dev->dom = dom;
+	pthread_mutex_init(&dev->buf_lock, NULL);
 	dev->q = calloc(par->nqueues, sizeof(*dev->q));
 	if (!dev->q) {
+		pthread_mutex_destroy(&dev->buf_lock);
 		free(dev);
 		return -ENOMEM;
 	}
@@ -138,6 +141,7 @@ void xbdfront_close(struct xbdfront_dev *dev)
 	if (dev->xb)
 		fe_xb_close(dev->xb, dev);   /* destroys the queues in its order */
 	fe_dev_destroy_queues(dev);
+	fe_dev_bufs_destroy(dev);
 	free(dev->q);
 	free(dev);
 }
@@ -191,10 +195,17 @@ static int submit(struct xbdfront_dev *dev, unsigned int q, enum xbdfront_op op,
 		  uint64_t offset, uint64_t len, const struct iovec *iov, int iovcnt,
 		  xbdfront_cb cb, void *arg, uint64_t user_data)
 {
+	struct fe_frag *direct;
+	unsigned int ndirect;
+	int rc;
+
 	if (q >= dev->par.nqueues || (unsigned int)op >= sizeof(op_map) / sizeof(op_map[0]))
 		return -EINVAL;
-	return fe_queue_submit(dev->q[q], op_map[op], offset, len, iov, iovcnt, cb, arg,
-			       user_data);
+	direct = fe_dev_direct_frags(dev, iov, iovcnt, &ndirect);
+	rc = fe_queue_submit(dev->q[q], op_map[op], offset, len, iov, iovcnt, direct, ndirect,
+			     cb, arg, user_data);
+	free(direct);
+	return rc;
 }
 
 int xbdfront_submit(struct xbdfront_dev *dev, unsigned int q, enum xbdfront_op op,

@@ -26,9 +26,14 @@ struct fe_dev_params {
 };
 
 struct fe_xb;
+struct fe_buf;
 
 struct xbdfront_dev {
 	struct fe_xb *xb;             /* negotiation state, NULL when built directly */
+	struct xbd_domain *dom;       /* the claimed guest domain, not owned */
+	pthread_mutex_t buf_lock;     /* protects bufs and buf_gs */
+	struct xbd_gntshr *buf_gs;    /* zero-copy buffers' handle, owned */
+	struct fe_buf *bufs;          /* xbdfront_buf_alloc() areas */
 	struct fe_dev_params par;
 	struct fe_queue **q;          /* par.nqueues queues, owned */
 	struct fe_limits lim;         /* as last connected */
@@ -49,5 +54,13 @@ struct fe_queue *fe_dev_queue(struct xbdfront_dev *dev, unsigned int i);
 void fe_dev_destroy_queues(struct xbdfront_dev *dev);
 
 enum fe_abi fe_abi_from_public(enum xbdfront_abi abi);
+
+/* frontend/buffer.c: fragments for an iovec lying wholly in zero-copy
+ * buffers, each piece aligned to the logical sector size (malloc'd, *n of
+ * them); NULL when the I/O must be bounced. */
+struct fe_frag *fe_dev_direct_frags(struct xbdfront_dev *dev, const struct iovec *iov,
+				    int iovcnt, unsigned int *n);
+/* Unshare every buffer and close their handle (xbdfront_close). */
+void fe_dev_bufs_destroy(struct xbdfront_dev *dev);
 
 #endif
