@@ -116,6 +116,7 @@ int fe_dev_reset(struct xbdfront_dev *dev, unsigned int order, enum fe_abi abi)
 	}
 	dev->par.order = order;
 	dev->par.abi = abi;
+	dev->resets++;
 	return 0;
 }
 
@@ -166,6 +167,7 @@ int xbdfront_get_info(struct xbdfront_dev *dev, struct xbdfront_info *out)
 	out->abi = dev->par.abi == FE_ABI_X86_32 ? XBDFRONT_ABI_X86_32 : XBDFRONT_ABI_X86_64;
 	out->persistent = dev->par.persistent;
 	out->readonly = dev->lim.readonly;
+	out->resets = dev->resets;
 	/* queue 0's copy: EOPNOTSUPP answers turn features off at run time */
 	pthread_mutex_lock(&q0->lock);
 	out->flush = q0->lim.flush;

@@ -38,6 +38,7 @@ struct xbdfront_dev {
 	struct fe_queue **q;          /* par.nqueues queues, owned */
 	struct fe_limits lim;         /* as last connected */
 	unsigned int physical_sector_size;
+	unsigned int resets;          /* fe_dev_reset calls that succeeded */
 };
 
 #define FE_DEV_MAX_QUEUES 16u

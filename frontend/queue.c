@@ -619,3 +619,11 @@ void fe_queue_set_sectors(struct fe_queue *q, uint64_t sectors)
 		q->lim.sectors = sectors;
 	pthread_mutex_unlock(&q->lock);
 }
+
+void fe_queue_notify(struct fe_queue *q)
+{
+	pthread_mutex_lock(&q->lock);
+	if (q->connected && !q->dead && q->port >= 0)
+		(void)xbd_evtchn_notify(q->evt, (xbd_evtchn_port_t)q->port);
+	pthread_mutex_unlock(&q->lock);
+}

@@ -154,6 +154,9 @@ unsigned int fe_queue_reap(struct fe_queue *q, struct fe_cqe *cqe, unsigned int 
  * with err; later submissions fail with it. */
 void fe_queue_fail_all(struct fe_queue *q, int err, const char *why);
 
+/* Signal the backend on this queue's event channel (after it re-attached). */
+void fe_queue_notify(struct fe_queue *q);
+
 /* Online resize: the backend's new capacity (512-byte units). */
 void fe_queue_set_sectors(struct fe_queue *q, uint64_t sectors);
 

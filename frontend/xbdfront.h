@@ -74,6 +74,7 @@ struct xbdfront_info {
 	unsigned int max_indirect_segs;   /* 0 when direct only */
 	enum xbdfront_abi abi;
 	bool persistent, readonly, flush, barrier, discard, discard_secure;
+	unsigned int resets;              /* times fresh rings were negotiated (recovery) */
 	int error;                        /* 0, or the -errno the device died with */
 	char reason[160];                 /* why it died */
 };

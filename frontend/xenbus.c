@@ -15,6 +15,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/eventfd.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "frontend/device.h"
@@ -23,6 +24,7 @@
 #include "lib/xenbus.h"
 
 #define CLOSE_WAIT_MS 2000
+#define RESTART_GRACE_MS 500
 
 enum fe_phase {
 	PH_INITIALISED,   /* rings published, waiting for Connected */
@@ -46,7 +48,16 @@ struct fe_xb {
 	bool monitoring;
 	int stop_fd;
 	unsigned int reconnects;
+	int64_t restart_deadline;     /* ms: fresh rings if not Connected by then */
 };
+
+static int64_t now_ms(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
 
 struct offer {
 	unsigned int max_queues, max_order;
@@ -283,7 +294,9 @@ static void recover(struct fe_xb *xb)
 	(void)initialise(xb);
 }
 
-/* Online resize: only the capacity may change. */
+/* Backend Connected again: only the capacity may have changed (online
+ * resize).  Requests pushed while a restarting backend had no port were
+ * not signalled: signal every queue once. */
 static void resize(struct fe_xb *xb)
 {
 	uint64_t sectors;
@@ -291,8 +304,10 @@ static void resize(struct fe_xb *xb)
 
 	if (xbd_xs_read_u64(xb->xs, XBT_NULL, xb->be, "sectors", 0, UINT64_MAX / 512, &sectors))
 		return;
-	for (i = 0; i < xb->dev->par.nqueues; i++)
+	for (i = 0; i < xb->dev->par.nqueues; i++) {
 		fe_queue_set_sectors(xb->dev->q[i], sectors);
+		fe_queue_notify(xb->dev->q[i]);
+	}
 	xb->dev->lim.sectors = sectors;
 }
 
@@ -305,20 +320,29 @@ void fe_xb_on_peer_state(struct fe_xb *xb, enum xenbus_state state)
 	switch (state) {
 	case XenbusStateInitialising:
 	case XenbusStateInitWait:
-		/* A backend probing again after a restart.  Already published
-		 * for it (a repeated event): nothing to do. */
-		if (xb->phase != PH_INITIALISED)
+		/* A backend probing again.  Seeing us Connected, a restarted
+		 * backend re-attaches to the rings we published (Linux, QEMU,
+		 * xbd-blkback all map the current keys): give it RESTART_GRACE_MS
+		 * to do so before handing out fresh rings.  After our own
+		 * Initialising (PH_WAITING) it waits for us: fresh rings now.
+		 * Already published (PH_INITIALISED): a repeated event. */
+		if (xb->phase == PH_WAITING)
+			recover(xb);
+		else if (xb->phase == PH_CONNECTED && !xb->restart_deadline)
+			xb->restart_deadline = now_ms() + RESTART_GRACE_MS;
+		else if (xb->phase == PH_CONNECTED && now_ms() >= xb->restart_deadline)
 			recover(xb);
 		break;
 	case XenbusStateInitialised:
 		break;
 	case XenbusStateConnected:
+		xb->restart_deadline = 0;
 		if (xb->phase == PH_INITIALISED)
 			(void)finish(xb);
 		else if (xb->phase == PH_WAITING)
 			recover(xb);     /* reconnected without us: give it new rings */
 		else
-			resize(xb);
+			resize(xb);      /* and, after a re-attach, wake the backend */
 		break;
 	case XenbusStateClosing:
 	case XenbusStateClosed:
@@ -352,7 +376,9 @@ static void *monitor_main(void *arg)
 	if (xbd_xs_watch(xb->xs, xb->be, "xbdfront-be"))
 		return NULL;
 	for (;;) {
-		if (poll(pfd, 2, -1) < 0 && errno != EINTR)
+		int64_t wait = xb->restart_deadline ? xb->restart_deadline - now_ms() : -1;
+
+		if (poll(pfd, 2, wait < -1 ? 0 : (int)wait) < 0 && errno != EINTR)
 			break;
 		if (pfd[1].revents)
 			break;
