@@ -106,7 +106,7 @@ static const struct fe_buf *buf_find(const struct xbdfront_dev *dev, const char 
 struct fe_frag *fe_dev_direct_frags(struct xbdfront_dev *dev, const struct iovec *iov,
 				    int iovcnt, unsigned int *n)
 {
-	unsigned int ss = dev->lim.sector_size ? dev->lim.sector_size : 512, k = 0;
+	unsigned int ss, k = 0;
 	struct fe_frag *fr = NULL;
 	size_t total = 0;
 	int i;
@@ -117,6 +117,9 @@ struct fe_frag *fe_dev_direct_frags(struct xbdfront_dev *dev, const struct iovec
 	for (i = 0; i < iovcnt; i++)
 		total += iov[i].iov_len / XBD_PAGE_SIZE + 2;
 	fr = total < (1u << 20) ? calloc(total, sizeof(*fr)) : NULL;
+	pthread_mutex_lock(&dev->info_lock);
+	ss = dev->lim.sector_size ? dev->lim.sector_size : 512;
+	pthread_mutex_unlock(&dev->info_lock);
 	pthread_mutex_lock(&dev->buf_lock);
 	for (i = 0; fr && i < iovcnt; i++) {
 		const char *p = iov[i].iov_base;

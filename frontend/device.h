@@ -34,8 +34,12 @@ struct xbdfront_dev {
 	pthread_mutex_t buf_lock;     /* protects bufs and buf_gs */
 	struct xbd_gntshr *buf_gs;    /* zero-copy buffers' handle, owned */
 	struct fe_buf *bufs;          /* xbdfront_buf_alloc() areas */
+	struct fe_queue **q;          /* par.nqueues queues, owned; the count is fixed */
+	/* info_lock protects what the monitor thread changes while others
+	 * read it: lim, physical_sector_size, par.order, par.abi, resets.
+	 * The monitor reads them without it (it is the only writer). */
+	pthread_mutex_t info_lock;
 	struct fe_dev_params par;
-	struct fe_queue **q;          /* par.nqueues queues, owned */
 	struct fe_limits lim;         /* as last connected */
 	unsigned int physical_sector_size;
 	unsigned int resets;          /* fe_dev_reset calls that succeeded */
@@ -51,6 +55,8 @@ int fe_dev_connect(struct xbdfront_dev *dev, const struct fe_limits *lim,
 /* Recovery: every queue takes its requests back and gets a fresh ring. */
 int fe_dev_reset(struct xbdfront_dev *dev, unsigned int order, enum fe_abi abi);
 struct fe_queue *fe_dev_queue(struct xbdfront_dev *dev, unsigned int i);
+/* Online resize: the new capacity for the device and every queue. */
+void fe_dev_set_sectors(struct xbdfront_dev *dev, uint64_t sectors);
 /* Destroy the queues (pending I/O fails with -ENODEV); idempotent. */
 void fe_dev_destroy_queues(struct xbdfront_dev *dev);
 

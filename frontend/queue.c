@@ -552,8 +552,9 @@ int fe_queue_submit(struct fe_queue *q, enum fe_op op, uint64_t offset, uint64_t
 	return rc;
 }
 
-/* Consume every response; false when the ring broke. Lock held. */
-static bool reap_ring(struct fe_queue *q, struct done_list *d)
+/* Consume every response; false when the ring broke. Lock held.
+ * *n counts the responses. */
+static bool reap_ring(struct fe_queue *q, struct done_list *d, unsigned int *n)
 {
 	struct fe_rsp rsp;
 	struct fe_io *io;
@@ -561,6 +562,7 @@ static bool reap_ring(struct fe_queue *q, struct done_list *d)
 
 	do {
 		while ((rc = fe_ring_fetch_rsp(&q->ring, &rsp)) == 1) {
+			(*n)++;
 			io = fe_io_complete(&q->shadow, &q->lim, &q->pages, &rsp);
 			if (io)
 				finish(q, app_of(io), io->status, d);
@@ -574,7 +576,7 @@ static bool reap_ring(struct fe_queue *q, struct done_list *d)
 int fe_queue_process(struct fe_queue *q)
 {
 	struct done_list d = { 0 };
-	unsigned int events = 0;
+	unsigned int events = 0, rsps = 0;
 	bool broke = false;
 	char why[sizeof(q->error)];
 	int rc;
@@ -584,8 +586,11 @@ int fe_queue_process(struct fe_queue *q)
 	pthread_mutex_lock(&q->lock);
 	q->stats.events += events;
 	if (!q->dead && q->connected) {
-		if (reap_ring(q, &d))
+		if (reap_ring(q, &d, &rsps))
 			kick(q, &d);
+		/* XSA-391: count events that brought nothing */
+		if (events && !rsps)
+			q->stats.spurious++;
 		broke = fe_ring_is_broken(&q->ring);
 		if (broke) {
 			die_locked(q, -EIO, &d, "queue %u: backend broke the ring: %s",

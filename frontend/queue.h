@@ -57,6 +57,7 @@ struct fe_cqe {
 
 struct fe_queue_stats {
 	uint64_t submitted, completed, errors, notifies, events;
+	uint64_t spurious;            /* processing rounds with events but no response */
 	struct fe_gntpool_stats pool;
 };
 

@@ -304,11 +304,9 @@ static void resize(struct fe_xb *xb)
 
 	if (xbd_xs_read_u64(xb->xs, XBT_NULL, xb->be, "sectors", 0, UINT64_MAX / 512, &sectors))
 		return;
-	for (i = 0; i < xb->dev->par.nqueues; i++) {
-		fe_queue_set_sectors(xb->dev->q[i], sectors);
+	fe_dev_set_sectors(xb->dev, sectors);
+	for (i = 0; i < xb->dev->par.nqueues; i++)
 		fe_queue_notify(xb->dev->q[i]);
-	}
-	xb->dev->lim.sectors = sectors;
 }
 
 void fe_xb_on_peer_state(struct fe_xb *xb, enum xenbus_state state)
