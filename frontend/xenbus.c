@@ -15,7 +15,6 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/eventfd.h>
-#include <time.h>
 #include <unistd.h>
 
 #include "frontend/device.h"
@@ -24,7 +23,6 @@
 #include "lib/xenbus.h"
 
 #define CLOSE_WAIT_MS 2000
-#define RESTART_GRACE_MS 500
 
 enum fe_phase {
 	PH_INITIALISED,   /* rings published, waiting for Connected */
@@ -48,16 +46,8 @@ struct fe_xb {
 	bool monitoring;
 	int stop_fd;
 	unsigned int reconnects;
-	int64_t restart_deadline;     /* ms: fresh rings if not Connected by then */
+	bool asked_probe;             /* PH_WAITING: we said Initialising */
 };
-
-static int64_t now_ms(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
 
 struct offer {
 	unsigned int max_queues, max_order;
@@ -318,23 +308,17 @@ void fe_xb_on_peer_state(struct fe_xb *xb, enum xenbus_state state)
 	switch (state) {
 	case XenbusStateInitialising:
 	case XenbusStateInitWait:
-		/* A backend probing again.  Seeing us Connected, a restarted
-		 * backend re-attaches to the rings we published (Linux, QEMU,
-		 * xbd-blkback all map the current keys): give it RESTART_GRACE_MS
-		 * to do so before handing out fresh rings.  After our own
-		 * Initialising (PH_WAITING) it waits for us: fresh rings now.
+		/* Seeing us Connected, a restarted backend re-attaches to the
+		 * rings we published (xbd-blkback, Linux and QEMU map the
+		 * current keys, from rsp_prod): nothing to do.  After our
+		 * Initialising (PH_WAITING) it waits for fresh rings.
 		 * Already published (PH_INITIALISED): a repeated event. */
 		if (xb->phase == PH_WAITING)
-			recover(xb);
-		else if (xb->phase == PH_CONNECTED && !xb->restart_deadline)
-			xb->restart_deadline = now_ms() + RESTART_GRACE_MS;
-		else if (xb->phase == PH_CONNECTED && now_ms() >= xb->restart_deadline)
 			recover(xb);
 		break;
 	case XenbusStateInitialised:
 		break;
 	case XenbusStateConnected:
-		xb->restart_deadline = 0;
 		if (xb->phase == PH_INITIALISED)
 			(void)finish(xb);
 		else if (xb->phase == PH_WAITING)
@@ -344,14 +328,22 @@ void fe_xb_on_peer_state(struct fe_xb *xb, enum xenbus_state state)
 		break;
 	case XenbusStateClosing:
 	case XenbusStateClosed:
-		/* online=0 is the toolstack detaching; otherwise the backend
-		 * comes back, so I/O waits.  From Closed, Initialising asks it
-		 * to probe again (the backend's reconnect rule). */
+		/* online=0 is the toolstack detaching.  Otherwise the backend
+		 * gave up on this connection (an error, a restart) and I/O
+		 * waits: Closed from us lets it disconnect, then Initialising
+		 * from us, once it is Closed, makes it probe again. */
 		if (xbd_xs_read_uint(xb->xs, XBT_NULL, xb->be, "online", 0, 1, &online) ||
 		    !online) {
 			detach(xb, "backend detached");
-		} else if (state == XenbusStateClosed && xb->phase != PH_WAITING) {
+			break;
+		}
+		if (xb->phase != PH_WAITING) {
 			xb->phase = PH_WAITING;
+			xb->asked_probe = false;
+			(void)xbd_xenbus_set_state(xb->xs, xb->fe, XenbusStateClosed);
+		}
+		if (state == XenbusStateClosed && !xb->asked_probe) {
+			xb->asked_probe = true;
 			(void)xbd_xenbus_set_state(xb->xs, xb->fe, XenbusStateInitialising);
 		}
 		break;
@@ -374,9 +366,7 @@ static void *monitor_main(void *arg)
 	if (xbd_xs_watch(xb->xs, xb->be, "xbdfront-be"))
 		return NULL;
 	for (;;) {
-		int64_t wait = xb->restart_deadline ? xb->restart_deadline - now_ms() : -1;
-
-		if (poll(pfd, 2, wait < -1 ? 0 : (int)wait) < 0 && errno != EINTR)
+		if (poll(pfd, 2, -1) < 0 && errno != EINTR)
 			break;
 		if (pfd[1].revents)
 			break;

@@ -23,11 +23,15 @@
  *
  * After that the monitor thread (one per device; owns the device's
  * xenstore handle from then on) handles, in fe_xb_on_peer_state():
- *   Connected         re-read `sectors` (online resize);
- *   InitWait/Initialising while we are connected: the backend restarted;
- *                     take every request back, grant fresh rings, publish
- *                     them, Initialised, and on Connected re-issue all;
- *   Closing/Closed with online = 1: the backend reconnects; wait;
+ *   Connected         re-read `sectors` (online resize), signal the queues;
+ *                     after fresh rings were published: finish connecting;
+ *   InitWait/Initialising while we are connected: a restarted backend that
+ *                     re-attaches to the published rings; nothing to do;
+ *   Closing/Closed with online = 1: the backend gave up on this connection;
+ *                     I/O waits; we say Closed (it disconnects), then, once
+ *                     it is Closed, Initialising (it probes again); on its
+ *                     InitWait we grant fresh rings, take every request back
+ *                     onto them, Initialised, and on Connected re-issue all;
  *   Closing/Closed with online = 0, or the backend gone: detached; pending
  *                     I/O fails with -ENODEV, we go Closed.
  */

@@ -174,6 +174,8 @@ static int sb_handshake(struct sb *s)
 	}
 	if (rc)
 		return rc;
+	/* counted before serving: the test may see I/O complete right after */
+	__atomic_add_fetch(&s->handshakes, 1, __ATOMIC_SEQ_CST);
 	be_start(&s->b);
 	rc = xbd_xs_printf(s->xs, XBT_NULL, BE, "sectors", "%u", DISK_BYTES / 512);
 	if (!rc)
@@ -182,16 +184,16 @@ static int sb_handshake(struct sb *s)
 		rc = xbd_xs_write(s->xs, XBT_NULL, BE, "info", "0");
 	if (!rc)
 		rc = xbd_xenbus_set_state(s->xs, BE, XenbusStateConnected);
-	s->handshakes++;
 	return rc;
 }
 
 /* A restart, as the test asks for it:
  *   'r'  re-attach: InitWait, and the still Connected frontend's rings
- *        are mapped again (xbd-blkback, Linux, QEMU);
- *   'w'  wait: InitWait until the frontend publishes fresh rings;
- *   'c'  closed: Closed, the frontend goes Initialising, InitWait, fresh
- *        rings (the reconnect dance). */
+ *        are mapped again from rsp_prod (xbd-blkback, Linux, QEMU);
+ *   'c'  closed: Closed; the frontend says Initialising; InitWait; fresh
+ *        rings (the reconnect dance);
+ *   'f'  failed: Closing (as after be_fatal); the frontend says Closed;
+ *        Closed; the frontend says Initialising; InitWait; fresh rings. */
 static int sb_restart(struct sb *s, char how)
 {
 	enum xenbus_state st;
@@ -202,7 +204,12 @@ static int sb_restart(struct sb *s, char how)
 	s->fe_ready = 1u << XenbusStateInitialised;
 	if (how == 'r')
 		s->fe_ready |= 1u << XenbusStateConnected;
-	if (how == 'c') {
+	if (how == 'f') {
+		rc = xbd_xenbus_set_state(s->xs, BE, XenbusStateClosing);
+		if (!rc)
+			rc = xbd_xenbus_wait_state(s->xs, FE, 1u << XenbusStateClosed, 5000, &st);
+	}
+	if (how != 'r' && !rc) {
 		rc = xbd_xenbus_set_state(s->xs, BE, XenbusStateClosed);
 		if (!rc)
 			rc = xbd_xenbus_wait_state(s->xs, FE, 1u << XenbusStateInitialising, 5000, &st);
@@ -500,7 +507,7 @@ static void check_restart(char how, bool fresh_rings)
 		assert_int_equal(logs[i].status, 0);
 		assert_memory_equal(f.s.b.disk + (1u << 20) + i * 16384ull, bufs[i], 16384);
 	}
-	assert_int_equal(f.s.handshakes, 2);
+	assert_int_equal(__atomic_load_n(&f.s.handshakes, __ATOMIC_SEQ_CST), 2);
 	for (int i = 0; i < 100 && fe_uint(&f, "state") != XenbusStateConnected; i++)
 		usleep(10000);
 	assert_int_equal(fe_uint(&f, "state"), XenbusStateConnected);
@@ -517,10 +524,10 @@ static void test_restart_reattach(void **state)
 	check_restart('r', false);
 }
 
-static void test_restart_backend_waits(void **state)
+static void test_restart_after_failure(void **state)
 {
 	(void)state;
-	check_restart('w', true);
+	check_restart('f', true);
 }
 
 static void test_restart_via_closed(void **state)
@@ -536,7 +543,7 @@ int main(void)
 		cmocka_unit_test(test_negotiate_legacy_keys),
 		cmocka_unit_test(test_timeout),
 		cmocka_unit_test(test_restart_reattach),
-		cmocka_unit_test(test_restart_backend_waits),
+		cmocka_unit_test(test_restart_after_failure),
 		cmocka_unit_test(test_restart_via_closed),
 	};
 	return cmocka_run_group_tests(tests, start_daemon, stop_daemon);
