@@ -162,15 +162,19 @@ static int verify(struct xbdfront_dev *dev, const struct xbdfront_info *info,
 		if (len > disk)
 			len = (size_t)disk;
 		off = (uint64_t)rand_r(&state) % ((disk - len) / unit + 1) * unit;
+		ssize_t n;
+
 		pattern(w, len, off, a->seed);
-		if (xbdfront_pwrite(dev, w, len, off) != (ssize_t)len ||
-		    xbdfront_pread(dev, r, len, off) != (ssize_t)len)
-			rc = -EIO;
+		n = xbdfront_pwrite(dev, w, len, off);
+		if (n == (ssize_t)len)
+			n = xbdfront_pread(dev, r, len, off);
+		if (n != (ssize_t)len)
+			rc = n < 0 ? (int)n : -EIO;
 		else if (memcmp(w, r, len))
 			rc = -EILSEQ;
 		if (rc)
 			fprintf(stderr, "xbdfront-io: %s at offset %" PRIu64 " length %zu\n",
-				rc == -EILSEQ ? "data mismatch" : "I/O error", off, len);
+				rc == -EILSEQ ? "data mismatch" : strerror(-rc), off, len);
 		done += len;
 	}
 	if (!rc)
@@ -203,6 +207,8 @@ int main(int argc, char **argv)
 		print_info(&info);
 	else
 		rc = verify(dev, &info, &a);
+	if (rc && xbdfront_get_info(dev, &info) == 0 && info.error)
+		fprintf(stderr, "xbdfront-io: device shut down: %s\n", info.reason);
 	xbdfront_close(dev);
 	return rc ? 1 : 0;
 }

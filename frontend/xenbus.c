@@ -431,6 +431,32 @@ static int attach_platform(struct fe_xb *xb)
 	return xbd_xs_open(sock, &xb->xs);
 }
 
+/*
+ * A device a previous frontend used (a process that exited or crashed):
+ * the backend may still be connected to rings that are gone.  Say Closed
+ * so it lets go, then Initialising so it probes again (the reconnect rule
+ * of Linux and xbd-blkback).  A fresh device (Initialising) needs nothing.
+ */
+static int take_over(struct fe_xb *xb)
+{
+	enum xenbus_state ours = XenbusStateUnknown, st;
+	int rc;
+
+	(void)xbd_xenbus_read_state(xb->xs, XBT_NULL, xb->fe, &ours);
+	(void)xbd_xenbus_clear_error(xb->xs, xb->fe);
+	if (ours == XenbusStateInitialising || ours == XenbusStateUnknown)
+		return 0;
+	rc = xbd_xenbus_set_state(xb->xs, xb->fe, XenbusStateClosed);
+	if (!rc)
+		rc = xbd_xenbus_wait_state(xb->xs, xb->be, 1u << XenbusStateClosed |
+					   1u << XenbusStateUnknown,
+					   (int)xb->opts.connect_timeout_ms, &st);
+	if (rc == -ETIMEDOUT)
+		return fatal(xb, rc, "backend %s stayed %s for %u ms after Closed", xb->be,
+			     xbd_xenbus_state_name(st), xb->opts.connect_timeout_ms);
+	return rc ? rc : xbd_xenbus_set_state(xb->xs, xb->fe, XenbusStateInitialising);
+}
+
 /* Steps 2-4 of xenbus.h: the backend's offer, our choice, the queues. */
 static int create_queues(struct fe_xb *xb)
 {
@@ -439,13 +465,12 @@ static int create_queues(struct fe_xb *xb)
 	struct fe_dev_params par;
 	int rc;
 
-	rc = xbd_xenbus_wait_state(xb->xs, xb->be, ~(1u << XenbusStateInitialising) &
-				   ~(1u << XenbusStateUnknown), (int)xb->opts.connect_timeout_ms, &st);
+	rc = xbd_xenbus_wait_state(xb->xs, xb->be, 1u << XenbusStateInitWait |
+				   1u << XenbusStateInitialised | 1u << XenbusStateConnected,
+				   (int)xb->opts.connect_timeout_ms, &st);
 	if (rc == -ETIMEDOUT)
 		return fatal(xb, rc, "backend %s stayed %s for %u ms", xb->be,
 			     xbd_xenbus_state_name(st), xb->opts.connect_timeout_ms);
-	if (!rc && st >= XenbusStateClosing)
-		return fatal(xb, -ENODEV, "backend %s is %s", xb->be, xbd_xenbus_state_name(st));
 	if (rc)
 		return rc;
 	read_offer(xb, &o);
@@ -522,6 +547,8 @@ int xbdfront_open(unsigned int domid, const char *vdev, const struct xbdfront_op
 	rc = attach_platform(xb);
 	if (!rc)
 		rc = locate(xb);
+	if (!rc)
+		rc = take_over(xb);
 	if (!rc)
 		rc = create_queues(xb);
 	if (!rc) {

@@ -7,7 +7,9 @@
  * Negotiation, as Linux xen-blkfront's talk_to_blkback/blkfront_connect:
  *   1. read <fe>/backend and <fe>/backend-id; the path must be
  *      /local/domain/<backend-id>/backend/vbd/<domid>/<devid>;
- *   2. wait (connect_timeout_ms) for the backend to leave Initialising;
+ *   2. a device a previous frontend left (our state not Initialising):
+ *      Closed, wait for the backend to be Closed, Initialising; then wait
+ *      (connect_timeout_ms) for the backend's InitWait;
  *   3. read its offer: multi-queue-max-queues (default 1),
  *      max-ring-page-order (default 0), feature-persistent (default 0);
  *   4. queues = min(ours, its), order = min(ours, its), persistent = both;
