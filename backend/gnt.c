@@ -1,0 +1,330 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * backend/gnt.c: the grant transport of a queue.  See gnt.h.
+ *
+ * Per request, the be_pending slot carries the transport's state:
+ *   xport_mode   which of the three ways map() took;
+ *   seg_priv[i]  persistent: the gntpool entry (NULL: one-off mapping,
+ *                whose address is iov[i] minus the segment offset);
+ *                copy: the buffer page of segment i;
+ *   xport_priv   map: the address of the batch mapping.
+ * Whatever map() takes, unmap() gives back, on every path.
+ */
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <time.h>
+
+#include "backend/gnt.h"
+#include "backend/tunables.h"
+
+#define GNT_MAX_BATCH 1024u        /* IOV_MAX */
+
+static uint64_t now_ns(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+int gnt_xport_init(struct gnt_xport *x, struct xbd_gnttab *gt, xbd_domid_t domid,
+		   bool persistent)
+{
+	memset(x, 0, sizeof(*x));
+	x->gt = gt;
+	x->domid = domid;
+	x->persistent = persistent;
+	gntpool_init(&x->pool, gt, domid);
+	return 0;
+}
+
+/* ---- buffer pool: free pages for grant copy ------------------------------ */
+
+static void *page_get(struct gnt_xport *x)
+{
+	void *pg;
+
+	if (x->nr_free)
+		return x->free_pages[--x->nr_free];
+	if (posix_memalign(&pg, 4096, 4096))
+		return NULL;
+	x->stats.pages_allocated++;
+	return pg;
+}
+
+static unsigned int keep_limit(const struct gnt_xport *x, uint64_t now)
+{
+	return now < x->squeeze_until_ns ? 0 : (unsigned int)tun_get(TUN_MAX_BUFFER_PAGES);
+}
+
+/* Keep a page for the next copy unless the pool is at max_buffer_pages
+ * or squeezed. */
+static void page_put(struct gnt_xport *x, void *pg, uint64_t now)
+{
+	if (x->nr_free >= keep_limit(x, now)) {
+		free(pg);
+		return;
+	}
+	if (x->nr_free == x->cap_free) {
+		unsigned int cap = x->cap_free ? 2 * x->cap_free : 64;
+		void **a = realloc(x->free_pages, cap * sizeof(*a));
+
+		if (!a) {
+			free(pg);
+			return;
+		}
+		x->free_pages = a;
+		x->cap_free = cap;
+	}
+	x->free_pages[x->nr_free++] = pg;
+}
+
+static void pages_trim(struct gnt_xport *x, unsigned int keep)
+{
+	while (x->nr_free > keep)
+		free(x->free_pages[--x->nr_free]);
+}
+
+void gnt_xport_squeeze(struct gnt_xport *x, uint64_t now_ns, unsigned int duration_ms)
+{
+	x->squeeze_until_ns = now_ns + (uint64_t)duration_ms * 1000000ull;
+	pages_trim(x, 0);
+}
+
+/* ---- copy ---------------------------------------------------------------- */
+
+static void copy_seg(struct gnt_xport *x, struct xbd_gnttab_copy_seg *c,
+		     const struct blkif_request_segment *s, void *buf, bool to_grant)
+{
+	memset(c, 0, sizeof(*c));
+	c->len = (uint16_t)req_seg_len(s);
+	if (to_grant) {
+		c->source.virt = buf;
+		c->dest.foreign.ref = s->gref;
+		c->dest.foreign.offset = (uint16_t)req_seg_offset(s);
+		c->dest.foreign.domid = x->domid;
+		c->flags = XBD_GNTCOPY_dest_gref;
+	} else {
+		c->source.foreign.ref = s->gref;
+		c->source.foreign.offset = (uint16_t)req_seg_offset(s);
+		c->source.foreign.domid = x->domid;
+		c->dest.virt = buf;
+		c->flags = XBD_GNTCOPY_source_gref;
+	}
+}
+
+/* Grant-copy every segment between the grants and the buffer pages. */
+static int copy_all(struct gnt_xport *x, struct be_pending *p, bool to_grant)
+{
+	struct xbd_gnttab_copy_seg c[BLKIF_MAX_SEGMENTS_PER_REQUEST];
+	unsigned int n = p->v.nr_segs;
+	int rc;
+
+	for (unsigned int i = 0; i < n; i++)
+		copy_seg(x, &c[i], &p->v.segs[i], p->iov[i].iov_base, to_grant);
+	rc = xbd_gnttab_copy(x->gt, n, c);
+	for (unsigned int i = 0; !rc && i < n; i++)
+		if (c[i].status)
+			rc = -EIO;      /* check every element, not just the first */
+	return rc;
+}
+
+static void copy_release(struct gnt_xport *x, struct be_pending *p, unsigned int n)
+{
+	uint64_t now = now_ns();
+
+	for (unsigned int i = 0; i < n; i++)
+		page_put(x, p->seg_priv[i], now);
+}
+
+static int copy_map(struct gnt_xport *x, struct be_pending *p)
+{
+	unsigned int i;
+	int rc = 0;
+
+	for (i = 0; i < p->v.nr_segs; i++) {
+		void *pg = page_get(x);
+
+		if (!pg) {
+			rc = -ENOMEM;
+			break;
+		}
+		p->seg_priv[i] = pg;
+		p->iov[i].iov_base = (char *)pg + req_seg_offset(&p->v.segs[i]);
+		p->iov[i].iov_len = req_seg_len(&p->v.segs[i]);
+	}
+	if (!rc && p->v.kind != VREQ_READ)
+		rc = copy_all(x, p, false);   /* the data to write, once */
+	if (rc)
+		copy_release(x, p, i);
+	return rc;
+}
+
+static int copy_unmap(struct gnt_xport *x, struct be_pending *p, bool ok)
+{
+	int rc = 0;
+
+	if (ok && p->v.kind == VREQ_READ)
+		rc = copy_all(x, p, true);    /* the data read, to the frontend */
+	copy_release(x, p, p->v.nr_segs);
+	return rc;
+}
+
+/* ---- batch map ------------------------------------------------------------ */
+
+static int batch_map(struct gnt_xport *x, struct be_pending *p)
+{
+	xbd_grant_ref_t refs[GNT_MAX_BATCH] = { 0 };
+	unsigned int n = p->v.nr_segs;
+	int prot = p->v.kind == VREQ_READ ? PROT_READ | PROT_WRITE : PROT_READ;
+	char *base;
+	int rc;
+
+	if (n > GNT_MAX_BATCH)
+		return -EINVAL;     /* be_io_init caps segments at IOV_MAX */
+	for (unsigned int i = 0; i < n; i++)
+		refs[i] = p->v.segs[i].gref;
+	rc = xbd_gnttab_map(x->gt, x->domid, n, refs, prot, (void **)&base);
+	if (rc)
+		return rc;
+	/* One iovec per granted page: pages that are adjacent here are not
+	 * merged into one segment (they need not be adjacent for the guest). */
+	for (unsigned int i = 0; i < n; i++) {
+		p->iov[i].iov_base = base + (size_t)i * 4096 + req_seg_offset(&p->v.segs[i]);
+		p->iov[i].iov_len = req_seg_len(&p->v.segs[i]);
+	}
+	p->xport_priv = base;
+	return 0;
+}
+
+/* ---- persistent ----------------------------------------------------------- */
+
+static void *seg_page(const struct be_pending *p, unsigned int i)
+{
+	return (char *)p->iov[i].iov_base - req_seg_offset(&p->v.segs[i]);
+}
+
+static void persistent_release(struct gnt_xport *x, struct be_pending *p, unsigned int n)
+{
+	uint64_t now = now_ns();
+
+	for (unsigned int i = 0; i < n; i++)
+		gntpool_put(&x->pool, p->seg_priv[i], seg_page(p, i), now);
+}
+
+static int persistent_map(struct gnt_xport *x, struct be_pending *p)
+{
+	unsigned int max = (unsigned int)tun_get(TUN_MAX_PERSISTENT_GRANTS), i;
+	int rc = 0;
+
+	for (i = 0; i < p->v.nr_segs; i++) {
+		const struct blkif_request_segment *s = &p->v.segs[i];
+		struct pgnt *e;
+		void *pg;
+
+		rc = gntpool_get(&x->pool, s->gref, max, &e, &pg);
+		if (rc)
+			break;
+		p->seg_priv[i] = e;
+		p->iov[i].iov_base = (char *)pg + req_seg_offset(s);
+		p->iov[i].iov_len = req_seg_len(s);
+	}
+	if (rc)
+		persistent_release(x, p, i);  /* stop at the first error */
+	return rc;
+}
+
+/* ---- be_xport_ops --------------------------------------------------------- */
+
+static enum gnt_mode choose(const struct gnt_xport *x, const struct be_pending *p)
+{
+	if (x->persistent)
+		return GNT_PERSISTENT;
+	if (p->v.nr_segs <= BLKIF_MAX_SEGMENTS_PER_REQUEST &&
+	    (p->v.nr_sectors << 9) <= tun_get(TUN_GRANT_COPY_MAX_BYTES))
+		return GNT_COPY;
+	return GNT_MAP;
+}
+
+static int x_map(void *ctx, struct be_pending *p)
+{
+	struct gnt_xport *x = ctx;
+
+	p->xport_mode = choose(x, p);
+	switch (p->xport_mode) {
+	case GNT_PERSISTENT:
+		x->stats.persistent++;
+		return persistent_map(x, p);
+	case GNT_COPY:
+		x->stats.copied++;
+		return copy_map(x, p);
+	default:
+		x->stats.mapped++;
+		return batch_map(x, p);
+	}
+}
+
+static int x_unmap(void *ctx, struct be_pending *p, bool ok)
+{
+	struct gnt_xport *x = ctx;
+
+	switch (p->xport_mode) {
+	case GNT_PERSISTENT:
+		persistent_release(x, p, p->v.nr_segs);
+		return 0;
+	case GNT_COPY:
+		return copy_unmap(x, p, ok);
+	default:
+		return xbd_gnttab_unmap(x->gt, p->xport_priv, p->v.nr_segs);
+	}
+}
+
+static int x_map_indirect(void *ctx, const grant_ref_t *refs, unsigned int n, void **pages)
+{
+	struct gnt_xport *x = ctx;
+	char *base;
+	int rc = xbd_gnttab_map(x->gt, x->domid, n, refs, PROT_READ, (void **)&base);
+
+	if (rc)
+		return rc;
+	for (unsigned int i = 0; i < n; i++)
+		pages[i] = base + (size_t)i * 4096;
+	return 0;
+}
+
+static void x_unmap_indirect(void *ctx, void **pages, unsigned int n)
+{
+	struct gnt_xport *x = ctx;
+
+	(void)xbd_gnttab_unmap(x->gt, pages[0], n);
+}
+
+static void x_tick(void *ctx, uint64_t now)
+{
+	struct gnt_xport *x = ctx;
+
+	gntpool_purge(&x->pool, now, (unsigned int)tun_get(TUN_MAX_PERSISTENT_GRANTS),
+		      (unsigned int)tun_get(TUN_PERSISTENT_GRANT_UNUSED_SECONDS));
+	pages_trim(x, keep_limit(x, now));
+}
+
+const struct be_xport_ops gnt_xport_ops = {
+	.map = x_map,
+	.unmap = x_unmap,
+	.map_indirect = x_map_indirect,
+	.unmap_indirect = x_unmap_indirect,
+	.tick = x_tick,
+};
+
+int gnt_xport_destroy(struct gnt_xport *x)
+{
+	int rc = gntpool_destroy(&x->pool);
+
+	pages_trim(x, 0);
+	free(x->free_pages);
+	x->free_pages = NULL;
+	x->cap_free = 0;
+	return rc;
+}

@@ -1,0 +1,60 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * The grant transport of one queue: how a request's segments (grant refs
+ * of the frontend) become memory that io_uring reads or writes.  Three
+ * ways, chosen per request (Documentation/backend.md has the numbers):
+ *
+ *   persistent  the frontend negotiated feature-persistent: every grant
+ *               goes through the queue's gntpool (mapped once, writable,
+ *               reused; one-off mappings when the pool is full);
+ *   copy        otherwise, a request of at most grant_copy_max_bytes
+ *               (and at most 11 segments) is grant-copied into pool pages
+ *               before a write / out of them after a read: no mapping;
+ *   map         otherwise, every segment is mapped in one batch (read-only
+ *               for writes) and unmapped when the I/O is over.
+ *
+ * Indirect pages are mapped read-only in one batch, copied out once by
+ * ring_fetch_indirect_segs(), and unmapped at once.
+ *
+ * Threads: a struct gnt_xport belongs to its queue thread, with its own
+ * gnttab handle (platform handles are not shared between threads).
+ */
+#ifndef XBD_BACKEND_GNT_H
+#define XBD_BACKEND_GNT_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "backend/gntpool.h"
+#include "backend/io_uring.h"
+
+enum gnt_mode { GNT_PERSISTENT = 1, GNT_COPY, GNT_MAP };
+
+struct gnt_xport {
+	struct xbd_gnttab *gt;      /* not owned */
+	xbd_domid_t domid;          /* the frontend */
+	bool persistent;            /* negotiated at connect */
+	struct gntpool pool;        /* persistent grants */
+	void **free_pages;          /* buffer pool: free bounce pages */
+	unsigned int nr_free, cap_free;
+	uint64_t squeeze_until_ns;  /* keep no free page before this */
+	struct gnt_stats {
+		uint64_t persistent, copied, mapped, pages_allocated;
+	} stats;
+};
+
+/* Set up (no mapping yet).  0 or -ENOMEM. */
+int gnt_xport_init(struct gnt_xport *x, struct xbd_gnttab *gt, xbd_domid_t domid,
+		   bool persistent);
+/* Unmaps the persistent grants and frees the pool.  -EBUSY if grants were
+ * still in use (see gntpool_destroy); everything else is freed anyway. */
+int gnt_xport_destroy(struct gnt_xport *x);
+
+/* Memory pressure: free every idle buffer page now and keep none for
+ * duration_ms (buffer_squeeze_duration_ms). */
+void gnt_xport_squeeze(struct gnt_xport *x, uint64_t now_ns, unsigned int duration_ms);
+
+/* The be_io transport; ctx is the struct gnt_xport. */
+extern const struct be_xport_ops gnt_xport_ops;
+
+#endif

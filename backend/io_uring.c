@@ -1,0 +1,471 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * backend/io_uring.c: the queue loop.  See io_uring.h for the model.
+ *
+ * Lifetime of a request: a free be_pending slot is taken when the request
+ * is fetched (req_cons moves on at once), validated, mapped by the
+ * transport, and its SQEs queued; the queue thread then sleeps in
+ * io_uring_submit_and_wait.  When its last CQE arrives the transport
+ * unmaps, the response is written into the ring and the slot is freed.
+ * A rejected request is answered at once and never reaches io_uring.
+ * There are as many slots as ring entries and ring_pending() never lets
+ * more than that many requests be outstanding, so a slot is always free.
+ */
+#include <errno.h>
+#include <limits.h>
+#include <poll.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "backend/io_uring.h"
+
+/* user_data tags below any pointer; request SQEs carry the be_pending
+ * pointer, with bit 0 set on the flush that precedes a write. */
+#define UD_EVT   2u
+#define UD_STOP  4u
+#define UD_TAGS  4096u
+#define UD_FLUSH 1u
+
+/* Not an answer yet: the request is in io_uring. */
+#define IO_SUBMITTED 1
+
+static uint64_t now_ns(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+/* Make room for k SQEs.  The SQ has room for every slot's SQEs, so this
+ * only fails when io_uring_submit itself fails. */
+static int reserve_sqes(struct be_io *io, unsigned int k)
+{
+	if (io_uring_sq_space_left(&io->uring) >= k)
+		return 0;
+	int rc = io_uring_submit(&io->uring);
+	if (rc < 0)
+		return rc;
+	return io_uring_sq_space_left(&io->uring) >= k ? 0 : -EBUSY;
+}
+
+static int arm_poll(struct be_io *io, int fd, uint64_t tag)
+{
+	int rc = reserve_sqes(io, 1);
+
+	if (rc)
+		return rc;
+	struct io_uring_sqe *sqe = io_uring_get_sqe(&io->uring);
+	io_uring_prep_poll_add(sqe, fd, POLLIN);
+	io_uring_sqe_set_data64(sqe, tag);
+	return 0;
+}
+
+static int alloc_slots(struct be_io *io)
+{
+	unsigned int n = io->cfg.ring->nr_ents;
+	unsigned int cap = req_seg_capacity(&io->cfg.limits);
+	size_t per = cap * (sizeof(struct iovec) + sizeof(void *) +
+			    sizeof(struct blkif_request_segment));
+
+	io->slots = calloc(n, sizeof(*io->slots));
+	io->slot_mem = calloc(n, per);
+	if (!io->slots || !io->slot_mem)
+		return -ENOMEM;
+	io->nr_slots = n;
+	for (unsigned int i = 0; i < n; i++) {
+		char *m = (char *)io->slot_mem + (size_t)i * per;
+		struct be_pending *p = &io->slots[i];
+
+		p->iov = (struct iovec *)(void *)m;
+		m += cap * sizeof(struct iovec);
+		p->seg_priv = (void **)(void *)m;
+		m += cap * sizeof(void *);
+		p->v.segs = (struct blkif_request_segment *)(void *)m;
+		p->next = io->free;
+		io->free = p;
+	}
+	return 0;
+}
+
+int be_io_init(struct be_io *io, const struct be_io_cfg *cfg)
+{
+	int rc;
+
+	memset(io, 0, sizeof(*io));
+	io->cfg = *cfg;
+	if (req_limits_check(&cfg->limits) || cfg->limits.max_indirect_segs > IOV_MAX)
+		return -EINVAL;
+	rc = alloc_slots(io);
+	if (rc)
+		goto out;
+	/* Worst case: two SQEs (flush + data) per slot and the two polls. */
+	rc = io_uring_queue_init(2 * io->nr_slots + 4, &io->uring, 0);
+	if (rc)
+		goto out;
+	io->uring_ready = true;
+	rc = arm_poll(io, cfg->evt_fd, UD_EVT);
+	if (!rc && cfg->stop_fd >= 0)
+		rc = arm_poll(io, cfg->stop_fd, UD_STOP);
+out:
+	if (rc)
+		be_io_destroy(io);
+	return rc;
+}
+
+/* ---- Answering ----------------------------------------------------------- */
+
+/* The request is over: release its data, answer it, free its slot. */
+static void complete(struct be_io *io, struct be_pending *p, int status)
+{
+	struct be_stats *s = io->cfg.stats;
+
+	if (p->mapped &&
+	    io->cfg.xport->unmap(io->cfg.xport_ctx, p, status == BLKIF_RSP_OKAY) &&
+	    status == BLKIF_RSP_OKAY)
+		status = BLKIF_RSP_ERROR;
+	p->mapped = false;
+	be_stats_record_latency(s, now_ns() - p->start_ns);
+	be_stat_sub(&s->inflight, 1);
+	ring_put_rsp(io->cfg.ring, p->v.id, p->v.rsp_op, (int16_t)status);
+	ring_publish_rsps(io->cfg.ring);     /* see ring.h: restart safety */
+	io->rsps_to_push = true;
+	p->next = io->free;
+	io->free = p;
+}
+
+static void push(struct be_io *io)
+{
+	if (!io->rsps_to_push)
+		return;
+	io->rsps_to_push = false;
+	if (ring_push_rsps(io->cfg.ring))
+		io->cfg.evt->notify(io->cfg.evt_ctx);
+}
+
+/* ---- Submitting ---------------------------------------------------------- */
+
+static void queue_flush(struct be_io *io, struct be_pending *p, bool link)
+{
+	struct io_uring_sqe *sqe = io_uring_get_sqe(&io->uring);
+
+	io_uring_prep_fsync(sqe, io->cfg.storage->fd, IORING_FSYNC_DATASYNC);
+	if (link)
+		sqe->flags |= IOSQE_IO_LINK;   /* the data goes after the flush */
+	io_uring_sqe_set_data64(sqe, (uintptr_t)p | UD_FLUSH);
+	p->cqes_left++;
+}
+
+static void queue_rw(struct be_io *io, struct be_pending *p)
+{
+	struct io_uring_sqe *sqe = io_uring_get_sqe(&io->uring);
+	off_t off = (off_t)(p->v.sector << 9);
+
+	if (p->v.kind == VREQ_READ)
+		io_uring_prep_readv(sqe, io->cfg.storage->fd, p->iov, p->v.nr_segs, off);
+	else
+		io_uring_prep_writev(sqe, io->cfg.storage->fd, p->iov, p->v.nr_segs, off);
+	io_uring_sqe_set_data64(sqe, (uintptr_t)p);
+	p->cqes_left++;
+}
+
+static int discard_status(int rc)
+{
+	if (rc == -EOPNOTSUPP)
+		return BLKIF_RSP_EOPNOTSUPP;
+	return rc ? BLKIF_RSP_ERROR : BLKIF_RSP_OKAY;
+}
+
+static int submit_discard(struct be_io *io, struct be_pending *p)
+{
+	const struct storage *st = io->cfg.storage;
+	uint64_t off = p->v.sector << 9, len = p->v.nr_sectors << 9;
+
+	if (!len)
+		return BLKIF_RSP_OKAY;
+	if (st->is_blkdev)
+		return discard_status(storage_discard(st, off, len, p->v.secure));
+	if (reserve_sqes(io, 1))
+		return BLKIF_RSP_ERROR;
+	struct io_uring_sqe *sqe = io_uring_get_sqe(&io->uring);
+	io_uring_prep_fallocate(sqe, st->fd, STORAGE_PUNCH_MODE, (off_t)off, (off_t)len);
+	io_uring_sqe_set_data64(sqe, (uintptr_t)p);
+	p->cqes_left = 1;
+	io->inflight++;
+	return IO_SUBMITTED;
+}
+
+/* Queue the SQEs of a checked request.  IO_SUBMITTED, or the status to
+ * answer with at once. */
+static int submit(struct be_io *io, struct be_pending *p)
+{
+	struct be_stats *s = io->cfg.stats;
+	enum vreq_kind k = p->v.kind;
+	bool data = p->v.nr_segs > 0, flush = k == VREQ_FLUSH || k == VREQ_BARRIER;
+
+	if (k == VREQ_DISCARD)
+		return submit_discard(io, p);
+	if (reserve_sqes(io, 2))
+		return BLKIF_RSP_ERROR;
+	if (data) {
+		if (io->cfg.xport->map(io->cfg.xport_ctx, p))
+			return BLKIF_RSP_ERROR;   /* a grant that does not map */
+		p->mapped = true;
+	}
+	if (flush)
+		queue_flush(io, p, data);
+	if (data)
+		queue_rw(io, p);
+	be_stat_add(k == VREQ_READ ? &s->rd_sect : &s->wr_sect, p->v.nr_sectors);
+	io->inflight++;
+	if (k == VREQ_BARRIER)
+		io->barrier = p;
+	return IO_SUBMITTED;
+}
+
+static void submit_or_answer(struct be_io *io, struct be_pending *p)
+{
+	int st = submit(io, p);
+
+	if (st != IO_SUBMITTED)
+		complete(io, p, st);
+}
+
+/* ---- Taking requests ----------------------------------------------------- */
+
+static void count_request(struct be_io *io, const struct vreq *v, int status)
+{
+	struct be_stats *s = io->cfg.stats;
+
+	switch (v->kind) {
+	case VREQ_READ:
+		be_stat_add(&s->rd_req, 1);
+		break;
+	case VREQ_WRITE:
+		be_stat_add(&s->wr_req, 1);
+		break;
+	case VREQ_FLUSH:
+	case VREQ_BARRIER:
+		be_stat_add(&s->f_req, 1);
+		break;
+	case VREQ_DISCARD:
+		if (status != BLKIF_RSP_ERROR)
+			be_stat_add(&s->ds_req, 1);
+		break;
+	default:
+		break;
+	}
+}
+
+/* Copy the segments out of the indirect pages, then check them. */
+static int fetch_indirect(struct be_io *io, struct be_pending *p)
+{
+	const struct be_xport_ops *x = io->cfg.xport;
+	void *pages[BLKIF_MAX_INDIRECT_PAGES_PER_REQUEST];
+	unsigned int n = p->v.nr_indirect_pages;
+
+	if (x->map_indirect(io->cfg.xport_ctx, p->v.indirect_grefs, n, pages))
+		return BLKIF_RSP_ERROR;
+	ring_fetch_indirect_segs(pages, p->v.nr_segs, p->v.segs);
+	x->unmap_indirect(io->cfg.xport_ctx, pages, n);
+	return req_check_segs(&p->v, &io->cfg.limits);
+}
+
+static void dispatch(struct be_io *io, struct be_pending *p, const struct ring_req *in)
+{
+	int st = req_parse(in, &io->cfg.limits, &p->v);
+
+	p->status = BLKIF_RSP_OKAY;
+	p->mapped = false;
+	p->cqes_left = 0;
+	p->start_ns = now_ns();
+	be_stat_add(&io->cfg.stats->inflight, 1);
+	if (st == BLKIF_RSP_OKAY && p->v.nr_indirect_pages)
+		st = fetch_indirect(io, p);
+	count_request(io, &p->v, st);
+	if (st != BLKIF_RSP_OKAY) {
+		complete(io, p, st);
+		return;
+	}
+	if (p->v.kind == VREQ_BARRIER && io->inflight) {
+		io->held = p;          /* drain first; see handle_cqe() */
+		return;
+	}
+	submit_or_answer(io, p);
+}
+
+/* Take what the ring holds, unless a barrier holds us back.  0 or -EIO. */
+static int consume(struct be_io *io)
+{
+	struct be_ring *r = io->cfg.ring;
+	struct ring_req in;
+
+	while (!io->held && !io->barrier && !io->stopping) {
+		int n = ring_pending(r);
+
+		if (n == 0)
+			n = ring_final_check(r);
+		if (n <= 0)
+			return n;
+		for (; n > 0 && !io->held && !io->barrier; n--) {
+			struct be_pending *p = io->free;
+
+			if (!p) {
+				be_stat_add(&io->cfg.stats->oo_req, 1);
+				return 0;
+			}
+			io->free = p->next;
+			ring_fetch_req(r, r->req_cons, &in);
+			/* The consumer index moves before the request's I/O
+			 * is submitted: once it is in io_uring its
+			 * completion may be answered at any moment, and a
+			 * response must never overtake req_cons. */
+			r->req_cons++;
+			dispatch(io, p, &in);
+		}
+	}
+	return 0;
+}
+
+/* ---- Completions --------------------------------------------------------- */
+
+static int cqe_status(const struct be_pending *p, uint64_t ud, int res)
+{
+	int64_t want = 0;
+
+	if (!(ud & UD_FLUSH) && p->v.kind != VREQ_DISCARD)
+		want = (int64_t)(p->v.nr_sectors << 9);   /* full transfer */
+	if (res == want)
+		return BLKIF_RSP_OKAY;
+	return res == -EOPNOTSUPP ? BLKIF_RSP_EOPNOTSUPP : BLKIF_RSP_ERROR;
+}
+
+static void handle_cqe(struct be_io *io, uint64_t ud, int res)
+{
+	struct be_pending *p;
+	int st;
+
+	if (ud == UD_EVT || ud == UD_STOP) {
+		if (ud == UD_EVT)
+			io->kicked = true;
+		else
+			io->stopping = true;
+		return;
+	}
+	p = (struct be_pending *)(uintptr_t)(ud & ~(uint64_t)UD_FLUSH);
+	st = cqe_status(p, ud, res);
+	if (p->status == BLKIF_RSP_OKAY)
+		p->status = st;        /* the first failure is the answer */
+	if (--p->cqes_left)
+		return;
+	io->inflight--;
+	if (p == io->barrier)
+		io->barrier = NULL;
+	complete(io, p, p->status);
+	if (io->held && !io->inflight) {
+		struct be_pending *b = io->held;
+
+		io->held = NULL;       /* drained: the barrier goes now */
+		submit_or_answer(io, b);
+	}
+}
+
+static void reap(struct be_io *io)
+{
+	struct io_uring_cqe *cqe;
+	unsigned int head, n = 0;
+
+	io_uring_for_each_cqe(&io->uring, head, cqe) {
+		handle_cqe(io, cqe->user_data, cqe->res);
+		n++;
+	}
+	io_uring_cq_advance(&io->uring, n);
+}
+
+static int submit_and_wait(struct be_io *io, int timeout_ms)
+{
+	struct io_uring_cqe *cqe;
+	int rc;
+
+	if (timeout_ms < 0)
+		rc = io_uring_submit_and_wait(&io->uring, 1);
+	else if (timeout_ms == 0)
+		rc = io_uring_submit(&io->uring);
+	else {
+		struct __kernel_timespec ts = {
+			.tv_sec = timeout_ms / 1000,
+			.tv_nsec = (timeout_ms % 1000) * 1000000ll,
+		};
+		rc = io_uring_submit_and_wait_timeout(&io->uring, &cqe, 1, &ts, NULL);
+	}
+	return rc == -ETIME || rc == -EINTR || rc > 0 ? 0 : rc;
+}
+
+static void tick(struct be_io *io)
+{
+	uint64_t now;
+
+	if (!io->cfg.xport->tick)
+		return;
+	now = now_ns();
+	if (now - io->last_tick_ns < BE_IO_TICK_MS * 1000000ull)
+		return;
+	io->last_tick_ns = now;
+	io->cfg.xport->tick(io->cfg.xport_ctx, now);
+}
+
+int be_io_run_once(struct be_io *io, int timeout_ms)
+{
+	int crc = consume(io), rc;
+
+	/* A broken ring is not waited on: in-flight I/O still completes. */
+	rc = submit_and_wait(io, crc < 0 ? 0 : timeout_ms);
+	if (rc < 0)
+		return rc;
+	reap(io);
+	if (io->kicked) {
+		io->kicked = false;
+		io->cfg.evt->ack(io->cfg.evt_ctx);
+		rc = arm_poll(io, io->cfg.evt_fd, UD_EVT);
+	}
+	push(io);
+	tick(io);
+	if (crc < 0)
+		return crc;
+	if (rc < 0)
+		return rc;
+	return io->stopping ? 1 : 0;
+}
+
+int be_io_run(struct be_io *io)
+{
+	int rc;
+
+	/* Wake at least every tick for the transport's housekeeping. */
+	while ((rc = be_io_run_once(io, io->cfg.xport->tick ? BE_IO_TICK_MS : -1)) == 0)
+		;
+	return rc == 1 ? 0 : rc;
+}
+
+void be_io_destroy(struct be_io *io)
+{
+	if (io->uring_ready) {
+		io->stopping = true;
+		while (io->inflight) {
+			int rc = io_uring_submit_and_wait(&io->uring, 1);
+
+			if (rc < 0 && rc != -EINTR)
+				break;
+			reap(io);
+		}
+		push(io);
+		io_uring_queue_exit(&io->uring);
+		io->uring_ready = false;
+	}
+	free(io->slots);
+	free(io->slot_mem);
+	io->slots = NULL;
+	io->slot_mem = NULL;
+	io->free = NULL;
+}

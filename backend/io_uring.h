@@ -1,0 +1,132 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * The I/O engine of one queue: one thread, one io_uring, one ring.
+ *
+ * be_io_run_once() is the whole queue loop: take requests off the shared
+ * ring (ring_fetch_req), validate the private copy (request.c), make the
+ * data addressable through the transport (grants: map, persistent cache or
+ * copy), submit readv/writev/fdatasync/fallocate on the storage fd, and
+ * turn completions into responses.  The thread sleeps in exactly one
+ * place, io_uring_submit_and_wait, with the event-channel fd and the stop
+ * fd polled through the same io_uring (IORING_OP_POLL_ADD).
+ *
+ * Ordering rules:
+ *   FLUSH_DISKCACHE   fdatasync, then the data (linked SQEs), as Linux's
+ *                     PREFLUSH write;
+ *   WRITE_BARRIER     stop taking requests, wait until nothing is in
+ *                     flight (drain), fdatasync, then the data; requests
+ *                     after it are taken once it has completed;
+ *   DISCARD           files: fallocate(PUNCH_HOLE|KEEP_SIZE) on io_uring;
+ *                     block devices: BLKDISCARD/BLKSECDISCARD inline (as
+ *                     Linux issues it from its ring thread).
+ *
+ * Threads: a struct be_io and everything it points to is owned by its
+ * queue thread from be_io_init() to be_io_destroy(); nothing here locks.
+ * The storage is shared read-only between the queues of a vbd.
+ */
+#ifndef XBD_BACKEND_IO_URING_H
+#define XBD_BACKEND_IO_URING_H
+
+#include <stdbool.h>
+#include <stdint.h>
+#include <sys/uio.h>
+#include <liburing.h>
+
+#include "backend/request.h"
+#include "backend/ring.h"
+#include "backend/stats.h"
+#include "backend/storage/storage.h"
+
+/* One request between the ring and its response.  Owned by the queue;
+ * the transport may keep per-request state in xport_priv between its
+ * map() and unmap(). */
+struct be_pending {
+	struct vreq v;              /* v.segs points into this slot's memory */
+	struct iovec *iov;          /* one per segment, filled by map() */
+	void **seg_priv;            /* one per segment, for the transport */
+	void *xport_priv;           /* for the transport */
+	unsigned int xport_mode;    /* for the transport */
+	bool mapped;                /* map() succeeded: unmap() owed */
+	unsigned int cqes_left;     /* completions still to come */
+	int status;                 /* BLKIF_RSP_*, worst so far */
+	uint64_t start_ns;
+	struct be_pending *next;    /* free list */
+};
+
+/* How a request's segments become memory the I/O can use. */
+struct be_xport_ops {
+	/* Fill p->iov[0..p->v.nr_segs) for the segments of p->v.  For writes
+	 * the data must be readable there on return.  0 or -errno (the
+	 * request is then answered BLKIF_RSP_ERROR, with no I/O). */
+	int (*map)(void *ctx, struct be_pending *p);
+	/* The I/O is over (ok: it succeeded).  Deliver read data (bounce
+	 * transports) and release what map() took.  0 or -errno. */
+	int (*unmap)(void *ctx, struct be_pending *p, bool ok);
+	/* Map n indirect pages read-only into pages[] / release them. */
+	int (*map_indirect)(void *ctx, const grant_ref_t *refs, unsigned int n,
+			    void **pages);
+	void (*unmap_indirect)(void *ctx, void **pages, unsigned int n);
+	/* Optional: housekeeping, called from the queue loop at least every
+	 * BE_IO_TICK_MS while it runs (persistent-grant purge, pool trim). */
+	void (*tick)(void *ctx, uint64_t now_ns);
+};
+
+#define BE_IO_TICK_MS 100
+
+/* The queue's event channel. */
+struct be_evt_ops {
+	int (*ack)(void *ctx);      /* consume a kick and unmask; 0 or -errno */
+	int (*notify)(void *ctx);   /* kick the frontend; 0 or -errno */
+};
+
+struct be_io_cfg {
+	struct be_ring *ring;       /* attached; owned by the caller */
+	const struct storage *storage;
+	struct req_limits limits;   /* snapshot; max_indirect_segs <= 1024 */
+	const struct be_xport_ops *xport;
+	void *xport_ctx;
+	const struct be_evt_ops *evt;
+	void *evt_ctx;
+	int evt_fd;                 /* readable when the frontend kicked */
+	int stop_fd;                /* readable when the queue must stop; -1: none */
+	struct be_stats *stats;     /* owned by the caller, written here */
+};
+
+struct be_io {
+	struct be_io_cfg cfg;
+	struct io_uring uring;
+	bool uring_ready;
+	struct be_pending *slots;   /* ring->nr_ents of them */
+	unsigned int nr_slots;
+	void *slot_mem;             /* segs + iovecs of every slot */
+	struct be_pending *free;
+	unsigned int inflight;      /* requests with SQEs outstanding */
+	struct be_pending *held;    /* barrier waiting for the drain */
+	struct be_pending *barrier; /* barrier in flight */
+	bool kicked;                /* evt poll fired: ack and re-arm */
+	bool stopping;
+	bool rsps_to_push;
+	uint64_t last_tick_ns;
+};
+
+/* 0 or -errno (-EINVAL for bad limits, io_uring setup errors, -ENOMEM). */
+int be_io_init(struct be_io *io, const struct be_io_cfg *cfg);
+
+/*
+ * One turn of the queue loop: take what the ring holds, submit, wait up to
+ * timeout_ms (-1: forever; 0: not at all) for a completion or a kick,
+ * handle every completion, publish responses and notify.
+ * Returns 0, 1 once the stop fd fired, -EIO when the frontend broke the
+ * ring (the caller reports it through be_fatal; in-flight I/O still
+ * completes), or another -errno from io_uring.
+ */
+int be_io_run_once(struct be_io *io, int timeout_ms);
+
+/* Run until stopped (returns 0) or broken / failed (-errno). */
+int be_io_run(struct be_io *io);
+
+/* Wait for in-flight I/O, answer it, and free everything.  Idempotent;
+ * safe after a failed be_io_init(). */
+void be_io_destroy(struct be_io *io);
+
+#endif

@@ -1,0 +1,54 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Per-queue statistics, summed per vbd: the counters of Linux blkback
+ * (statistics/{oo,rd,wr,f,ds}_req, {rd,wr}_sect) plus requests in flight
+ * and a latency histogram.
+ *
+ * Lifetime and threads: a struct be_stats lives in its queue; only that
+ * queue's thread writes it (single writer, so a relaxed load + store is an
+ * exact increment); any thread may read it with be_stats_read() at any
+ * time and sees each counter untorn (not a consistent snapshot across
+ * counters, as with Linux's sysfs files).
+ *
+ * Counting follows Linux xen-blkback: rd_req/wr_req/f_req count every
+ * request of that kind as it is taken off the ring (rejected ones too;
+ * f_req counts FLUSH_DISKCACHE and WRITE_BARRIER); ds_req counts discards
+ * that passed the range and read-only checks; rd_sect/wr_sect add the
+ * 512-byte sectors of I/O as it is submitted (flush/barrier data counts as
+ * written); oo_req counts requests that found no free pending slot.
+ */
+#ifndef XBD_BACKEND_STATS_H
+#define XBD_BACKEND_STATS_H
+
+#include <stdint.h>
+
+/* Latency buckets: [0] < 2 us, [i] in [2^i, 2^(i+1)) us, last = the rest. */
+#define BE_LAT_BUCKETS 24
+
+struct be_stats {
+	uint64_t oo_req, rd_req, wr_req, f_req, ds_req, rd_sect, wr_sect;
+	uint64_t inflight;      /* requests taken off the ring, not yet answered */
+	uint64_t lat[BE_LAT_BUCKETS];   /* completion latency histogram */
+};
+
+/* Writer side (the queue thread only). */
+static inline void be_stat_add(uint64_t *c, uint64_t n)
+{
+	__atomic_store_n(c, __atomic_load_n(c, __ATOMIC_RELAXED) + n,
+			 __ATOMIC_RELAXED);
+}
+
+static inline void be_stat_sub(uint64_t *c, uint64_t n)
+{
+	__atomic_store_n(c, __atomic_load_n(c, __ATOMIC_RELAXED) - n,
+			 __ATOMIC_RELAXED);
+}
+
+/* Bucket of a latency in nanoseconds. */
+unsigned int be_stats_lat_bucket(uint64_t ns);
+void be_stats_record_latency(struct be_stats *s, uint64_t ns);
+
+/* Reader side (any thread): *sum += every counter of *q. */
+void be_stats_add_to(struct be_stats *sum, const struct be_stats *q);
+
+#endif

@@ -1,0 +1,161 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * backend/tunables.c: the table.  Names, defaults and modes are Linux
+ * xen-blkback's (drivers/block/xen-blkback/{blkback,xenbus}.c and
+ * Documentation/ABI/testing/sysfs-driver-xen-blkback); where we go
+ * further than Linux the description says so.  Every entry has a
+ * What/Default/Description block in Documentation/ABI/backend-tunables.
+ */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "backend/tunables.h"
+
+static const struct tunable table[TUN_COUNT] = {
+	[TUN_MAX_BUFFER_PAGES] = {
+		"max_buffer_pages", TUN_UINT, 1024, 0, 1u << 20, 0644,
+		"Maximum number of free pages to keep in each queue's buffer pool" },
+	[TUN_MAX_PERSISTENT_GRANTS] = {
+		"max_persistent_grants", TUN_UINT, 1056, 0, 1u << 20, 0644,
+		"Maximum number of grants to map persistently per queue; above it the "
+		"LRU removes 5% of it every 100 ms" },
+	[TUN_PERSISTENT_GRANT_UNUSED_SECONDS] = {
+		"persistent_grant_unused_seconds", TUN_UINT, 60, 0, 1u << 30, 0644,
+		"Time a persistent grant may stay unused before it is unmapped; "
+		"0 keeps it indefinitely" },
+	[TUN_MAX_QUEUES] = {
+		"max_queues", TUN_UINT, 0, 0, 256, 0644,
+		"Maximum number of queues per device (multi-queue-max-queues); "
+		"0 at start means the number of online CPUs" },
+	[TUN_MAX_RING_PAGE_ORDER] = {
+		"max_ring_page_order", TUN_UINT, 4, 0, 5, 0444,
+		"Maximum order of pages of a queue's shared ring (Linux stops at 4)" },
+	[TUN_MAX_INDIRECT_SEGMENTS] = {
+		"max_indirect_segments", TUN_UINT, 256, 0, 512, 0644,
+		"feature-max-indirect-segments offered to new connections; 0 offers "
+		"no indirect descriptors (Linux: fixed at 256)" },
+	[TUN_LOG_STATS] = {
+		"log_stats", TUN_BOOL, 0, 0, 1, 0644,
+		"Log each device's statistics every 10 seconds" },
+	[TUN_BUFFER_SQUEEZE_DURATION_MS] = {
+		"buffer_squeeze_duration_ms", TUN_UINT, 10, 0, 1u << 30, 0644,
+		"After memory pressure, the time during which no free buffer page "
+		"is kept" },
+	[TUN_FEATURE_PERSISTENT] = {
+		"feature_persistent", TUN_BOOL, 1, 0, 1, 0644,
+		"Offer persistent grants to newly connected frontends" },
+	[TUN_GRANT_COPY_MAX_BYTES] = {
+		"grant_copy_max_bytes", TUN_UINT, 45056, 0, 45056, 0644,
+		"Without persistent grants, requests carrying at most this many bytes "
+		"are grant-copied into backend buffers instead of mapped (xbd only)" },
+};
+
+/* Written by the control thread, read by any (relaxed). */
+static uint64_t values[TUN_COUNT];
+
+void tun_init(void)
+{
+	for (int i = 0; i < TUN_COUNT; i++)
+		__atomic_store_n(&values[i], table[i].def, __ATOMIC_RELAXED);
+	long cpus = sysconf(_SC_NPROCESSORS_ONLN);
+	if (cpus < 1)
+		cpus = 1;
+	if (cpus > (long)table[TUN_MAX_QUEUES].max)
+		cpus = (long)table[TUN_MAX_QUEUES].max;
+	__atomic_store_n(&values[TUN_MAX_QUEUES], (uint64_t)cpus, __ATOMIC_RELAXED);
+}
+
+const struct tunable *tun_info(enum tun_id id)
+{
+	return id < TUN_COUNT ? &table[id] : NULL;
+}
+
+int tun_lookup(const char *name)
+{
+	for (int i = 0; i < TUN_COUNT; i++)
+		if (!strcmp(table[i].name, name))
+			return i;
+	return -ENOENT;
+}
+
+uint64_t tun_get(enum tun_id id)
+{
+	return __atomic_load_n(&values[id], __ATOMIC_RELAXED);
+}
+
+static int parse_bool(const char *s, uint64_t *out)
+{
+	/* Linux kstrtobool: first character decides; allow a newline. */
+	if (!s[0] || (s[1] && strcmp(s + 1, "\n")))
+		return -EINVAL;
+	switch (s[0]) {
+	case 'Y': case 'y': case '1':
+		*out = 1;
+		return 0;
+	case 'N': case 'n': case '0':
+		*out = 0;
+		return 0;
+	default:
+		return -EINVAL;
+	}
+}
+
+static int parse_uint(const char *s, const struct tunable *t, uint64_t *out)
+{
+	char *end;
+	unsigned long long v;
+
+	if (s[0] < '0' || s[0] > '9')
+		return -EINVAL;             /* no sign, no space, not empty */
+	errno = 0;
+	v = strtoull(s, &end, 10);
+	if (errno || (*end && strcmp(end, "\n")) || v < t->min || v > t->max)
+		return -EINVAL;
+	*out = v;
+	return 0;
+}
+
+int tun_set(enum tun_id id, const char *value, bool at_runtime)
+{
+	const struct tunable *t = tun_info(id);
+	uint64_t v;
+	int rc;
+
+	if (!t || !value)
+		return -EINVAL;
+	if (at_runtime && !(t->mode & 0200))
+		return -EPERM;
+	rc = t->type == TUN_BOOL ? parse_bool(value, &v) : parse_uint(value, t, &v);
+	if (rc)
+		return rc;
+	__atomic_store_n(&values[id], v, __ATOMIC_RELAXED);
+	return 0;
+}
+
+int tun_set_arg(const char *arg)
+{
+	const char *eq = strchr(arg, '=');
+	char name[64];
+	int id;
+
+	if (!eq || eq == arg || (size_t)(eq - arg) >= sizeof(name))
+		return -EINVAL;
+	memcpy(name, arg, (size_t)(eq - arg));
+	name[eq - arg] = '\0';
+	id = tun_lookup(name);
+	if (id < 0)
+		return id;
+	return tun_set((enum tun_id)id, eq + 1, false);
+}
+
+int tun_format(enum tun_id id, char *buf, size_t len)
+{
+	uint64_t v = tun_get(id);
+
+	if (table[id].type == TUN_BOOL)
+		return snprintf(buf, len, "%c\n", v ? 'Y' : 'N');
+	return snprintf(buf, len, "%llu\n", (unsigned long long)v);
+}
