@@ -3,33 +3,17 @@
 xbd-xenstored and disks attached by `xbd block-attach`: negotiation
 choices, data verified byte for byte in several configurations, and a
 writer that survives the backend being stopped and started again."""
-import os
 import signal
 import subprocess
 import time
 
 from conftest import binary, sanitizer_env
+from frontend_fixtures import attach, frontend as run_frontend, frontend_argv
 from xenstored_fixtures import xenstored, Xenstored  # noqa: F401
-
-BE = "/local/domain/0/backend/vbd/1/51712"
-
-
-def xbd(xd, *args):
-    r = subprocess.run([binary("xbd"), "--platform", "local", *args],
-                       env=sanitizer_env(xd.env), capture_output=True,
-                       text=True, timeout=60)
-    assert r.returncode == 0, (args, r.stdout, r.stderr)
-    return r.stdout
-
-
-def frontend_argv(xd, *args):
-    return [binary("xbdfront-io"), "--platform", "local", "--rundir",
-            xd.rundir, "--timeout", "10000", *args]
 
 
 def frontend(xd, *args):
-    return subprocess.run(frontend_argv(xd, *args), env=sanitizer_env(xd.env),
-                          capture_output=True, text=True, timeout=120)
+    return run_frontend(xd, "--timeout", "10000", *args)
 
 
 def blkback(daemons, xd, name="blkback"):
@@ -38,22 +22,13 @@ def blkback(daemons, xd, name="blkback"):
                           "--max_ring_page_order=3"], name=name, env=xd.env)
 
 
-def attach(xd, size=32 << 20):
-    assert xbd(xd, "domain-create", "g1", "--memory", "128M").strip() == "1"
-    disk = os.path.join(xd.rundir, "disk.img")
-    with open(disk, "wb") as f:
-        f.truncate(size)
-    xbd(xd, "block-attach", "1", f"vdev=xvda,target={disk}", "--timeout", "10")
-    return disk
-
-
 def info(out):
     return dict(line.split(" ", 1) for line in out.strip().splitlines())
 
 
 def test_negotiation_takes_the_minimum(daemons, xenstored):
     blkback(daemons, xenstored)
-    attach(xenstored)
+    attach(xenstored, 32 << 20, "128M", 10)
     r = frontend(xenstored, "--queues", "4", "--ring-order", "5",
                  "--indirect", "64", "1", "xvda", "info")
     assert r.returncode == 0, r.stderr
@@ -72,7 +47,7 @@ def test_negotiation_takes_the_minimum(daemons, xenstored):
 
 def test_data_verified_in_each_configuration(daemons, xenstored):
     blkback(daemons, xenstored)
-    disk = attach(xenstored)
+    disk = attach(xenstored, 32 << 20, "128M", 10)
     configs = (
         ["--queues", "2", "--ring-order", "3"],
         ["--queues", "1", "--ring-order", "0", "--indirect", "0"],
@@ -90,9 +65,10 @@ def test_data_verified_in_each_configuration(daemons, xenstored):
 
 def writer_survives_restart(daemons, xenstored, sig):
     be = blkback(daemons, xenstored, "blkback-1")
-    attach(xenstored)
+    attach(xenstored, 32 << 20, "128M", 10)
     writer = subprocess.Popen(
-        frontend_argv(xenstored, "--queues", "2", "--bytes", str(512 << 20),
+        frontend_argv(xenstored, "--timeout", "10000", "--queues", "2",
+                      "--bytes", str(512 << 20),
                       "1", "xvda", "verify"),
         env=sanitizer_env(xenstored.env), stdout=subprocess.PIPE,
         stderr=subprocess.PIPE, text=True)
