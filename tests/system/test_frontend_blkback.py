@@ -2,13 +2,14 @@
 """libxbdfront (through xbdfront-io) against the real xbd-blkback, with
 xbd-xenstored and disks attached by `xbd block-attach`: negotiation
 choices, data verified byte for byte in several configurations, and a
-writer that survives the backend being stopped and started again."""
+writer that survives the backend being stopped and started again, and a
+detach with I/O in flight."""
 import signal
 import subprocess
 import time
 
 from conftest import binary, sanitizer_env
-from frontend_fixtures import attach, frontend as run_frontend, frontend_argv
+from frontend_fixtures import attach, frontend as run_frontend, frontend_argv, xbd
 from xenstored_fixtures import xenstored, Xenstored  # noqa: F401
 
 
@@ -89,3 +90,26 @@ def writer_survives_restart(daemons, xenstored, sig):
 
 def test_writer_survives_backend_stop_and_start(daemons, xenstored):
     writer_survives_restart(daemons, xenstored, signal.SIGTERM)
+
+
+def test_detach_with_io_in_flight(daemons, xenstored):
+    blkback(daemons, xenstored)
+    attach(xenstored, 32 << 20, "128M", 10)
+    writer = subprocess.Popen(
+        frontend_argv(xenstored, "--bytes", str(512 << 20), "1", "xvda",
+                      "verify"),
+        env=sanitizer_env(xenstored.env), stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE, text=True)
+    try:
+        time.sleep(1.0)
+        assert writer.poll() is None, writer.communicate()
+        xbd(xenstored, "block-detach", "1", "xvda", "--timeout", "10")
+        out, err = writer.communicate(timeout=60)
+    finally:
+        if writer.poll() is None:
+            writer.kill()
+            writer.wait()
+    # the pending I/O fails cleanly, the toolstack's detach completes
+    assert writer.returncode == 1, (out, err)
+    assert "No such device" in err and "backend detached" in err, err
+    assert len(xbd(xenstored, "block-list", "1").strip().splitlines()) == 1
