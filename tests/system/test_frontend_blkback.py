@@ -2,14 +2,15 @@
 """libxbdfront (through xbdfront-io) against the real xbd-blkback, with
 xbd-xenstored and disks attached by `xbd block-attach`: negotiation
 choices, data verified byte for byte in several configurations, and a
-writer that survives the backend being stopped and started again, and a
-detach with I/O in flight."""
+writer that survives the backend being stopped and started again, a
+detach with I/O in flight, and a guest that follows a killed one."""
 import signal
 import subprocess
 import time
 
 from conftest import binary, sanitizer_env
-from frontend_fixtures import attach, frontend as run_frontend, frontend_argv, xbd
+from frontend_fixtures import (attach, frontend as run_frontend,
+                               frontend_argv, xbd)
 from xenstored_fixtures import xenstored, Xenstored  # noqa: F401
 
 
@@ -113,3 +114,22 @@ def test_detach_with_io_in_flight(daemons, xenstored):
     assert writer.returncode == 1, (out, err)
     assert "No such device" in err and "backend detached" in err, err
     assert len(xbd(xenstored, "block-list", "1").strip().splitlines()) == 1
+
+
+def test_next_guest_after_a_killed_one(daemons, xenstored):
+    """A guest killed mid-I/O leaves the backend connected to rings that
+    are gone; the next guest process takes the disk over and works."""
+    blkback(daemons, xenstored)
+    attach(xenstored, 32 << 20, "128M", 10)
+    first = subprocess.Popen(
+        frontend_argv(xenstored, "--bytes", str(512 << 20), "1", "xvda",
+                      "verify"),
+        env=sanitizer_env(xenstored.env), stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL)
+    time.sleep(1.0)
+    assert first.poll() is None
+    first.kill()
+    first.wait()
+    r = frontend(xenstored, "--bytes", str(16 << 20), "1", "xvda", "verify")
+    assert r.returncode == 0, (r.stdout, r.stderr)
+    assert r.stdout.startswith("verified "), r.stdout
