@@ -133,3 +133,30 @@ def test_next_guest_after_a_killed_one(daemons, xenstored):
     r = frontend(xenstored, "--bytes", str(16 << 20), "1", "xvda", "verify")
     assert r.returncode == 0, (r.stdout, r.stderr)
     assert r.stdout.startswith("verified "), r.stdout
+
+
+def test_4096_byte_sectors_on_a_loop_device(daemons, xenstored, tmp_path):
+    """sector-size 4096 with `sectors` and sector numbers in 512-byte
+    units, on a loop device with 4 KiB logical blocks."""
+    img = tmp_path / "disk4k.img"
+    with open(img, "wb") as f:
+        f.truncate(32 << 20)
+    loop = subprocess.run(["losetup", "--find", "--show", "--sector-size",
+                           "4096", str(img)], capture_output=True, text=True,
+                          check=True).stdout.strip()
+    try:
+        blkback(daemons, xenstored)
+        assert xbd(xenstored, "domain-create", "g1", "--memory",
+                   "128M").strip() == "1"
+        xbd(xenstored, "block-attach", "1", f"vdev=xvda,target={loop}",
+            "--timeout", "10")
+        r = frontend(xenstored, "1", "xvda", "info")
+        assert r.returncode == 0, r.stderr
+        i = info(r.stdout)
+        assert i["sector-size"] == "4096" and i["sectors"] == str(65536)
+        r = frontend(xenstored, "--bytes", str(8 << 20), "1", "xvda",
+                     "verify")
+        assert r.returncode == 0, (r.stdout, r.stderr)
+        xbd(xenstored, "block-detach", "1", "xvda", "--timeout", "10")
+    finally:
+        subprocess.run(["losetup", "-d", loop], check=False)
