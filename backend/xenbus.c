@@ -178,6 +178,25 @@ static void snapshot_offer(struct backend_dev *d)
 		d->max_queues = 1;
 }
 
+/*
+ * A frontend already Initialised or Connected when we probe means a
+ * backend died under it (we are its restart).  Its rings cannot be taken
+ * over: responses are produced in completion order, so rsp_prod says
+ * nothing about which requests the dead backend finished, and a response
+ * it wrote but did not publish may have overwritten a request slot.  Only
+ * the frontend knows what is in flight, so say Closed (online stays 1):
+ * the frontend answers Closed, then Initialising on fresh rings, and
+ * re-issues everything it had in flight (libxbdfront's recovery).
+ */
+static bool adopting_live_rings(const struct backend_dev *d)
+{
+	enum xenbus_state fe = XenbusStateUnknown;
+
+	if (xbd_xenbus_read_state(d->ctx->xs, XBT_NULL, d->fe_path, &fe))
+		return false;
+	return fe == XenbusStateInitialised || fe == XenbusStateConnected;
+}
+
 int be_dev_probe(const struct be_ctx *ctx, const char *be_path, struct backend_dev **out)
 {
 	struct backend_dev *d = calloc(1, sizeof(*d));
@@ -212,7 +231,7 @@ int be_dev_probe(const struct be_ctx *ctx, const char *be_path, struct backend_d
 		be_fatal(d, rc, "writing features");
 		return rc;
 	}
-	set_state(d, XenbusStateInitWait);
+	set_state(d, adopting_live_rings(d) ? XenbusStateClosed : XenbusStateInitWait);
 	return 0;
 }
 
@@ -376,10 +395,11 @@ static int on_peer_state(struct backend_dev *d, enum xenbus_state fe)
 		return 0;
 	case XenbusStateInitialised:
 	case XenbusStateConnected:
-		/* A second watch event for the same transition, or a
-		 * frontend that goes on after we reported an error. */
+		/* A second watch event for the same transition, a frontend
+		 * that goes on after we reported an error, or one whose rings
+		 * a dead backend left (we said Closed: it must start over). */
 		if (d->state == XenbusStateConnected || d->state == XenbusStateClosing ||
-		    d->fatal || d->st.fd < 0)
+		    d->state == XenbusStateClosed || d->fatal || d->st.fd < 0)
 			return 0;
 		disconnect(d);        /* precondition: idempotent */
 		connect_dev(d);

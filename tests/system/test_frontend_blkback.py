@@ -93,6 +93,13 @@ def test_writer_survives_backend_stop_and_start(daemons, xenstored):
     writer_survives_restart(daemons, xenstored, signal.SIGTERM)
 
 
+def test_writer_survives_backend_kill(daemons, xenstored):
+    """SIGKILL leaves answered-but-unpublished and out-of-order responses
+    behind; the restarted backend says Closed instead of adopting those
+    rings and the frontend re-issues what was in flight on fresh ones."""
+    writer_survives_restart(daemons, xenstored, signal.SIGKILL)
+
+
 def test_detach_with_io_in_flight(daemons, xenstored):
     blkback(daemons, xenstored)
     attach(xenstored, 32 << 20, "128M", 10)

@@ -5,8 +5,9 @@
  * programs; the test process is the guest (it claims domain 1, grants the
  * rings, writes the frontend's keys) and checks bytes on disk, the
  * statistics dump, the state machine through detach, a SIGKILL and
- * restart under a connected frontend (the new backend re-attaches to the
- * live rings and serves on), and a clean SIGTERM with a clean log.
+ * restart under a connected frontend (the new backend says Closed rather
+ * than trusting the dead one's rings; the frontend reconnects on fresh
+ * rings and is served), and a clean SIGTERM with a clean log.
  */
 #include <errno.h>
 #include <setjmp.h>
@@ -225,10 +226,17 @@ static void test_serve_detach_restart(void **state)
 	assert_non_null(strstr(stats, "rd_sect 16 wr_sect 16 inflight 0 lat_us "));
 
 	/* SIGKILL the backend under a connected frontend and restart it: it
-	 * adopts the device, re-attaches to the live rings and serves on */
+	 * adopts the device but not the dead backend's rings (says Closed);
+	 * the frontend starts over on fresh rings and is served again */
 	assert_int_equal(stop_backend(fx, SIGKILL), 128 + SIGKILL);
 	start_backend(fx);
-	wait_be(fx, XenbusStateConnected);
+	wait_be(fx, XenbusStateClosed);
+	for (int q = 0; q < 2; q++)
+		gring_close(&fx->g, &fx->gr[q]);   /* the dead mapper's pins are reclaimed */
+	xbd_xs_printf(fx->xs, XBT_NULL, FE, "state", "%d", XenbusStateClosed);
+	xbd_xs_printf(fx->xs, XBT_NULL, FE, "state", "%d", XenbusStateInitialising);
+	wait_be(fx, XenbusStateInitWait);
+	frontend_connect(fx);
 	gring_roundtrip(&fx->g, &fx->gr[0], 64, 4, 5);
 	gring_roundtrip(&fx->g, &fx->gr[1], 72, 6, 7);
 	check_disk(fx, 4, 64);
