@@ -531,13 +531,17 @@ static int sc_leak(struct front *f, int argc, char **argv)
 			xbd_grant_ref_t ref[11];
 			uint8_t *s = img[j];
 
+			/* the request's id covers the response's padding (bytes 9
+			 * and 12-15): give it a pattern there too */
+			uint64_t id = 0xa5a5a5a5a5a5a500ull | j;
+
 			for (unsigned int k = 0; k < 11; k++)
 				ref[k] = f->data[(j + k) % NDATA];
 			switch (j % 4) {
-			case 0:  build(s, OP_WRITE, 2, j, 16 * j, ref, 0, 7); break;
-			case 1:  build(s, 0x55, 1, j, 0, ref, 0, 7); break;      /* unknown op */
-			case 2:  build(s, OP_READ, 0, j, 0, ref, 0, 7); break;   /* no segment */
-			default: build(s, OP_READ, 1, j, ~0ull - 4, ref, 0, 7); break;
+			case 0:  build(s, OP_WRITE, 2, id, 16 * j, ref, 0, 7); break;
+			case 1:  build(s, 0x55, 1, id, 0, ref, 0, 7); break;      /* unknown op */
+			case 2:  build(s, OP_READ, 0, id, 0, ref, 0, 7); break;   /* no segment */
+			default: build(s, OP_READ, 1, id, ~0ull - 4, ref, 0, 7); break;
 			}
 			/* the frontend's own pattern everywhere the request has no field */
 			memset(s + 2, 0xa5, 6);
@@ -545,6 +549,8 @@ static int sc_leak(struct front *f, int argc, char **argv)
 				s[o] = (uint8_t)(0xa5 ^ o ^ r);
 			memcpy(slot(f, f->prod++), s, STRIDE);
 		}
+		uint64_t seen = 0;
+
 		push(f);
 		for (unsigned int j = 0; j < f->nr_ents; j++) {
 			uint8_t rsp[16], *s = get_rsp(f, rsp, 10000);
@@ -553,6 +559,11 @@ static int sc_leak(struct front *f, int argc, char **argv)
 			if (!s)
 				die("no response %u of round %u", j, r);
 			checked++;
+			/* responses come in any order: each id of the round once */
+			uint64_t id = rsp_id(rsp);
+			if ((id & ~31ull) != 0xa5a5a5a5a5a5a500ull || (seen >> (id & 31)) & 1)
+				die("response %u has id %#llx", j, (unsigned long long)id);
+			seen |= 1ull << (id & 31);
 			if (s[9] || s[12] || s[13] || s[14] || s[15] ||
 			    memcmp(s + 16, want + 16, STRIDE - 16)) {
 				if (bad++ < 5)
