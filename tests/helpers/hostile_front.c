@@ -406,7 +406,7 @@ static void *mutate(void *arg)
 				memcpy(m->slot + 16, v + 16, 8);
 				memcpy(m->slot + 24, v + 24, 8 * 11);
 			}
-			m->rewrites++;
+			__atomic_store_n(&m->rewrites, m->rewrites + 1, __ATOMIC_RELAXED);
 		}
 		pthread_barrier_wait(&m->end);
 	}
@@ -476,6 +476,10 @@ static int sc_doublefetch(struct front *f, int argc, char **argv)
 		f->prod++;
 		__atomic_store_n(&m.stop, 0, __ATOMIC_RELEASE);
 		pthread_barrier_wait(&m.start);
+		/* publish only once the slot is churning */
+		for (unsigned long r0 = __atomic_load_n(&m.rewrites, __ATOMIC_RELAXED);
+		     __atomic_load_n(&m.rewrites, __ATOMIC_RELAXED) - r0 < 64;)
+			;
 		push(f);
 		if (!get_rsp(f, rsp, 10000))
 			die("no response to request %u", i);

@@ -12,7 +12,7 @@ def test_double_fetch_acts_only_on_validated_requests(host):
     sector).  Every sector on disk must be zero or one a request could
     validly send, and nothing may be written past the end of the disk."""
     g = host.guest("hostile")
-    out = g.front("doublefetch", 200, 4, check=False)
+    out = g.front("doublefetch", 200, 3, check=False)
     print(out)
     assert out["_rc"] == 0, out["_stderr"]
     assert out["bad_sectors"] == "0"
