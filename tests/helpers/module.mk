@@ -2,3 +2,11 @@
 #   xbd-test-platform   scriptable guest/backend for tests/system/test_platform*.py
 PROGS += xbd-test-platform
 xbd-test-platform_SRCS := tests/helpers/test_platform_helper.c
+#   xbd-test-hostile-front  a frontend writing straight into the ring and
+#                           grant table, for tests/system/test_hostile_*.py
+PROGS += xbd-test-hostile-front
+xbd-test-hostile-front_SRCS := tests/helpers/hostile_front.c
+#   xbd-test-eio-fs         a FUSE file whose chosen byte ranges fail with EIO
+PROGS += xbd-test-eio-fs
+xbd-test-eio-fs_SRCS := tests/helpers/eio_fs.c
+xbd-test-eio-fs_LDLIBS := -lfuse3

@@ -1,0 +1,50 @@
+# SPDX-License-Identifier: MIT
+"""A frontend abusing xenstore: rapid state flipping (XSA-350) and
+watch-event floods (XSA-349).  The backend must not leak (fds, threads,
+RSS from /proc), must not crash, and must keep serving."""
+import time
+
+from hostile_fixtures import host  # noqa: F401  (fixture)
+
+
+def settle(host, base, slack_fds=0):
+    """Wait (bounded) for the backend's fds and threads to come back to
+    the baseline; the last snapshot."""
+    deadline = time.monotonic() + 10
+    while True:
+        now = host.proc()
+        if (now.fds <= base.fds + slack_fds and now.threads <= base.threads) \
+                or time.monotonic() > deadline:
+            return now
+        time.sleep(0.05)
+
+
+def test_rapid_state_flipping_leaks_nothing(host):
+    good = host.guest("good")
+    assert good.front("latency", 2)["roundtrips"] == "2"
+    bad = host.guest("hostile")
+    base = host.proc()
+    for _ in range(2):
+        out = bad.front("flip", 2000)
+        assert out["flips"] == "2000"
+    after = settle(host, base)
+    print(f"backend before {base}, after 2 x 2000 flips {after}")
+    assert after.fds <= base.fds and after.threads <= base.threads, (base, after)
+    assert after.rss_kb < base.rss_kb + 64 * 1024, (base, after)
+    # the flipping device still connects and serves; so does the other one
+    assert bad.front("latency", 4)["roundtrips"] == "4"
+    assert good.front("latency", 4)["roundtrips"] == "4"
+
+
+def test_watch_event_flood_is_collapsed(host):
+    g = host.guest("hostile")
+    assert g.front("latency", 2)["roundtrips"] == "2"
+    base = host.proc()
+    out = g.front("flood", 3000)
+    assert out["writes"] == "3000"
+    assert out["roundtrips"] == "8"       # served right after the flood
+    after = settle(host, base)
+    print(f"backend before {base}, after 3000 watch events {after}")
+    assert after.rss_kb < base.rss_kb + 64 * 1024, (base, after)
+    assert after.fds <= base.fds and after.threads <= base.threads, (base, after)
+    assert g.be_state() == "4"
