@@ -179,11 +179,6 @@ static size_t req_size(enum ring_abi abi)
 	return abi == RING_ABI_X86_32 ? X32_REQ_SIZE : X64_REQ_SIZE;
 }
 
-static size_t rsp_size(enum ring_abi abi)
-{
-	return abi == RING_ABI_X86_32 ? X32_RSP_SIZE : X64_RSP_SIZE;
-}
-
 /* ---- ABI and geometry --------------------------------------------------- */
 
 int ring_abi_parse(const char *protocol, enum ring_abi *out)
@@ -240,10 +235,12 @@ static uint8_t *req_slot(const struct be_ring *r, RING_IDX idx)
 	       (size_t)(idx & (r->nr_ents - 1)) * req_size(r->abi);
 }
 
+/* A ring entry is a union of request and response (ring.h's
+ * DEFINE_RING_TYPES): response idx sits at the start of entry idx, whose
+ * stride is the request size, not the response size. */
 static uint8_t *rsp_slot(const struct be_ring *r, RING_IDX idx)
 {
-	return (uint8_t *)r->sring + RING_HDR_SIZE +
-	       (size_t)(idx & (r->nr_ents - 1)) * rsp_size(r->abi);
+	return req_slot(r, idx);
 }
 
 int ring_attach(struct be_ring *r, void *sring, unsigned int order,

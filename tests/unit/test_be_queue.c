@@ -133,7 +133,7 @@ static void push(struct gring *r, RING_IDX old)
 static void get_rsp(struct gring *r, uint64_t *id, int16_t *status)
 {
 	uint32_t *h = (uint32_t *)r->sring;
-	size_t stride = r->abi == RING_ABI_X86_32 ? 12 : 16;
+	size_t stride = r->abi == RING_ABI_X86_32 ? 108 : 112;  /* entry size */
 
 	for (int tries = 0; tries < 50; tries++) {
 		if (__atomic_load_n(&h[2], __ATOMIC_ACQUIRE) != r->rsp_cons) {

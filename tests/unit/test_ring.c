@@ -412,12 +412,13 @@ static void test_rsp_layout(void **state)
 		ring_put_rsp(&r, 0x1122334455667788ull, BLKIF_OP_WRITE, BLKIF_RSP_EOPNOTSUPP);
 		const uint8_t want[16] = { 0x88, 0x77, 0x66, 0x55, 0x44, 0x33, 0x22, 0x11,
 					   BLKIF_OP_WRITE, 0, 0xfe, 0xff, 0, 0, 0, 0 };
-		uint8_t *s = m + 64 + sz;
+		/* entry 1: entries are request-sized (union of both) */
+		uint8_t *s = m + 64 + lay(abi)->req;
 		assert_memory_equal(s, want, sz);
-		for (size_t i = 0; i < sz; i++)
-			assert_int_equal(m[64 + i], 0xaa);          /* slot 0 */
-		for (size_t i = 0; i < 16; i++)
-			assert_int_equal(s[sz + i], 0xaa);          /* slot 2 */
+		for (size_t i = 0; i < lay(abi)->req; i++)
+			assert_int_equal(m[64 + i], 0xaa);          /* entry 0 */
+		for (size_t i = sz; i < lay(abi)->req + 16; i++)
+			assert_int_equal(s[i], 0xaa);               /* rest, entry 2 */
 		assert_int_equal(r.rsp_prod_pvt, 34);
 		munmap(m, 4096);
 	}
