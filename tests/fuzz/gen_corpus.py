@@ -273,7 +273,61 @@ def xenstored_seeds():
     return [(k, b"".join(v)) for k, v in every.items()]
 
 
-TARGETS = {"xenstored": xenstored_seeds, "be_request": be_request_seeds, "fe_response": fe_response_seeds}
+# ---- be_negotiate -----------------------------------------------------------
+
+K_PROTOCOL, K_PERSISTENT, K_QUEUES, K_ORDER, K_REFN, K_REF, K_EVTCHN, K_STATE = range(8)
+
+
+def neg_input(keys, max_queues=4, max_order=4, persistent=True, ro=False, twice=False,
+              fe_state=3, max_ind=32, granted=(1 << 64) - 1, ports=(1 << 64) - 2):
+    flags = persistent | (ro << 1) | (twice << 2) | ((fe_state is None) << 3)
+    out = struct.pack("<BBBBHQQ", max_queues - 1, max_order, flags, fe_state or 0,
+                      max_ind, granted, ports)
+    for sel, idx, val in keys:
+        v = val.encode()
+        out += struct.pack("<BBB", sel, idx, len(v)) + v
+    return out
+
+
+def q_keys(q, order, ref0, port, multi):
+    sel = 0x80 if multi else 0
+    keys = [(K_EVTCHN | sel, q << 5, str(port))]
+    if order == 0 and not multi:
+        keys.append((K_REF, 0, str(ref0)))
+    else:
+        keys += [(K_REFN | sel, (q << 5) | i, str(ref0 + i)) for i in range(1 << order)]
+    return keys
+
+
+def be_negotiate_seeds():
+    seeds = []
+    single = q_keys(0, 0, 7, 3, False)
+    seeds.append(("single", neg_input(single)))
+    seeds.append(("single-connected", neg_input(single, fe_state=4, twice=True)))
+    for proto in ("x86_64-abi", "x86_32-abi", "arm-abi", "sparc"):
+        seeds.append(("proto-" + proto, neg_input([(K_PROTOCOL, 0, proto)] + single)))
+    seeds.append(("persistent", neg_input([(K_PERSISTENT, 0, "1")] + single)))
+    seeds.append(("ro", neg_input(single, ro=True)))
+    order2 = [(K_ORDER, 0, "2")] + q_keys(0, 2, 10, 5, False)
+    seeds.append(("order2", neg_input(order2)))
+    seeds.append(("order2-too-big", neg_input(order2, max_order=1)))
+    multi = [(K_QUEUES, 0, "4"), (K_ORDER, 0, "1")]
+    for q in range(4):
+        multi += q_keys(q, 1, 2 * q + 1, q + 1, True)
+    seeds.append(("multi4", neg_input(multi)))
+    seeds.append(("multi4-too-many", neg_input(multi, max_queues=2)))
+    seeds.append(("multi4-missing", neg_input(multi[:-1])))
+    seeds.append(("ungranted", neg_input(single, granted=0)))
+    seeds.append(("unbound-port", neg_input(single, ports=0)))
+    seeds.append(("bad-numbers", neg_input([(K_REF, 0, "-1"), (K_EVTCHN, 0, "0x10"),
+                                            (K_QUEUES, 0, "")])))
+    for st in (0, 1, 2, 5, 6, 7):
+        seeds.append((f"state{st}", neg_input(single, fe_state=st)))
+    seeds.append(("no-state", neg_input(single, fe_state=None)))
+    return seeds
+
+
+TARGETS = {"be_negotiate": be_negotiate_seeds, "xenstored": xenstored_seeds, "be_request": be_request_seeds, "fe_response": fe_response_seeds}
 
 if __name__ == "__main__":
     for t in sys.argv[1:] or sorted(TARGETS):
