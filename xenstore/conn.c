@@ -93,6 +93,16 @@ int conn_new(int fd, uint32_t domid, bool priv)
 	return 0;
 }
 
+unsigned conn_count(uint32_t domid)
+{
+	unsigned n = 0;
+
+	for (struct conn *c = conns; c; c = c->next)
+		if (!c->dead && !c->priv && c->domid == domid)
+			n++;
+	return n;
+}
+
 static void out_free_all(struct conn *c)
 {
 	while (c->out_head) {

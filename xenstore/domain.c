@@ -16,6 +16,7 @@
 #include "log.h"
 
 #include <errno.h>
+#include <glob.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -29,7 +30,7 @@ struct quotas quota = {
 	.nodes = 1000, .node_size = 2048, .watches = 128, .transactions = 10,
 	.perms = 5, .path_len = XENSTORE_REL_PATH_MAX, .tx_nodes = 1024,
 	.outstanding = 20, .events = 1024, .event_timeout = 20,
-	.priv_events = 65536, .priv_outstanding = 1024,
+	.priv_events = 16384, .priv_outstanding = 1024, .connections = 16, .memory = 2621440,
 };
 
 static const struct {
@@ -41,7 +42,7 @@ static const struct {
 	Q("nodes", nodes, "nodes owned per domain"),
 	Q("node-size", node_size, "bytes per node record"),
 	Q("watches", watches, "watches per domain"),
-	Q("transactions", transactions, "open transactions per connection"),
+	Q("transactions", transactions, "open transactions per domain"),
 	Q("perms", perms, "permission entries per node"),
 	Q("path-max", path_len, "path length below /local/domain/N/"),
 	Q("transaction-nodes", tx_nodes, "nodes touched per transaction"),
@@ -50,6 +51,8 @@ static const struct {
 	Q("watch-event-timeout", event_timeout, "seconds an event may stay unread"),
 	Q("priv-watch-events", priv_events, "queued events, privileged connection"),
 	Q("priv-outstanding", priv_outstanding, "unread replies, privileged connection"),
+	Q("connections", connections, "connections per unprivileged domain"),
+	Q("memory", memory, "bytes of nodes and watches per domain"),
 #undef Q
 };
 #define NQUOTAS (sizeof(quota_names) / sizeof(quota_names[0]))
@@ -110,11 +113,12 @@ char *quota_report(struct arena *a, int64_t domid)
 		events += c->out_events;
 	}
 	return arena_printf(a,
-		"domain %u\nintroduced %s\nnodes %ld\nwatches %u\n"
+		"domain %u\nintroduced %s\nnodes %ld\nmemory %ld\nwatches %u\n"
 		"transactions %u\nconnections %u\nqueued-replies %u\n"
 		"queued-events %u\n", (unsigned)domid,
 		(domid == 0 || (d && d->introduced)) ? "yes" : "no",
-		d ? d->nodes : 0, watches, txns, conns_n, replies, events);
+		d ? d->nodes : 0, d ? d->memory : 0, watches, txns, conns_n,
+		replies, events);
 }
 
 struct domain *domain_get(uint32_t domid, bool create)
@@ -144,12 +148,14 @@ bool domain_exists(uint32_t domid)
 	return domid == 0 || (d && d->introduced);
 }
 
-void domain_account(uint32_t owner, long delta)
+void domain_account(uint32_t owner, long delta, const struct node *n)
 {
 	struct domain *d = domain_get(owner, true);
 
-	if (d)
+	if (d) {
 		d->nodes += delta;
+		d->memory += delta * (long)node_memory(n);
+	}
 }
 
 int listener_open(struct listener *l, const char *path, uint32_t domid)
@@ -255,7 +261,7 @@ struct purge {
 static int purge_visit(struct node *n, void *arg)
 {
 	struct purge *p = arg;
-	uint32_t before = n->nperms;
+	uint32_t before = n->nperms, owner = n->perms[0].domid;
 
 	if (n->perms[0].domid == p->domid && strcmp(n->path, "/") != 0) {
 		if (p->n == p->cap) {
@@ -271,6 +277,7 @@ static int purge_visit(struct node *n, void *arg)
 		p->doomed[p->n++] = n->path;	/* valid until the deletions */
 		return 1;
 	}
+	domain_account(owner, -1, n);	/* the record shrinks: re-charge */
 	for (uint32_t i = 1; i < n->nperms;) {
 		if (n->perms[i].domid == p->domid) {
 			memmove(&n->perms[i], &n->perms[i + 1],
@@ -280,6 +287,7 @@ static int purge_visit(struct node *n, void *arg)
 			i++;
 		}
 	}
+	domain_account(owner, +1, n);
 	if (n->nperms != before) {
 		n->gen = db_next_gen();	/* open transactions must notice */
 		db_dirty = true;
@@ -333,9 +341,31 @@ int domain_release(uint32_t domid)
 	return 0;
 }
 
-/* After loading a persisted store: listen again for introduced domains. */
+/* Sockets left by an instance that died without cleaning up: nobody
+ * serves them (main.c made sure no other instance is live), and a client
+ * would get ECONNREFUSED instead of ENOENT. */
+static void remove_stale_sockets(void)
+{
+	char *pattern = NULL;
+	glob_t g;
+
+	if (asprintf(&pattern, "%s/dom*/xenstore.sock", rundir) < 0)
+		return;
+	if (glob(pattern, 0, NULL, &g) == 0) {
+		for (size_t i = 0; i < g.gl_pathc; i++) {
+			log_info("removing stale %s", g.gl_pathv[i]);
+			unlink(g.gl_pathv[i]);
+		}
+		globfree(&g);
+	}
+	free(pattern);
+}
+
+/* At start: clear stale sockets, then listen again for the domains a
+ * persisted store introduced. */
 int domain_listen_all(void)
 {
+	remove_stale_sockets();
 	for (uint32_t i = 1; i <= DOMID_MAX_VALID; i++) {
 		struct domain *d = domains[i];
 		if (d && d->introduced && d->lis.fd < 0 && domain_listen(d))

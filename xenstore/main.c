@@ -44,7 +44,7 @@ static const char usage_text[] =
 "  -E, --entry-nb N         nodes per domain (1000)\n"
 "  -S, --entry-size N       bytes per node record (2048)\n"
 "  -W, --watch-nb N         watches per domain (128)\n"
-"  -t, --transaction N      transactions per connection (10)\n"
+"  -t, --transaction N      open transactions per domain (10)\n"
 "  -A, --perm-nb N          permission entries per node (5)\n"
 "  -M, --path-max N         path length below /local/domain/N/ (2048)\n"
 "  -Q, --quota NAME=N       any quota by name (see CONTROL quota)\n"
@@ -140,20 +140,28 @@ static bool instance_live(const char *path)
 	return live;
 }
 
+/* Written to FILE.tmp and renamed: a reader never sees it half written. */
 static int write_pid_file(const char *file)
 {
-	char buf[32];
-	int fd = open(file, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+	char buf[32], *tmp = NULL;
 	int n = snprintf(buf, sizeof(buf), "%d\n", (int)getpid());
+	int fd, ret = 0;
 
+	if (asprintf(&tmp, "%s.tmp", file) < 0)
+		return -ENOMEM;
+	fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
 	if (fd < 0)
-		return -errno;
-	if (write(fd, buf, (size_t)n) != n) {
+		ret = -errno;
+	else if (write(fd, buf, (size_t)n) != n)
+		ret = -EIO;
+	if (fd >= 0)
 		close(fd);
-		return -EIO;
-	}
-	close(fd);
-	return 0;
+	if (!ret && rename(tmp, file) < 0)
+		ret = -errno;
+	if (ret)
+		unlink(tmp);
+	free(tmp);
+	return ret;
 }
 
 static int open_signals(void)
@@ -177,12 +185,19 @@ static int open_signals(void)
 
 static void accept_conns(struct listener *l)
 {
-	for (int i = 0; i < 16; i++) {
+	/* a RELEASE earlier in this loop turn may have closed it */
+	for (int i = 0; i < 16 && l->fd >= 0; i++) {
 		int fd = accept4(l->fd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
 		if (fd < 0) {
 			if (errno != EAGAIN && errno != EINTR)
 				log_warn("accept: %s", strerror(errno));
 			return;
+		}
+		if (l->domid && conn_count(l->domid) >= quota.connections) {
+			log_warn("domain %u: more than %u connections, refusing one",
+				 l->domid, quota.connections);
+			close(fd);
+			continue;
 		}
 		conn_new(fd, l->domid, l->domid == 0);
 	}
@@ -287,44 +302,14 @@ static int setup(const struct options *o, char **sock_path)
 	return ret;
 }
 
-int main(int argc, char **argv)
+static void cleanup(struct listener *main_lis, const char *sock_path,
+		    const char *pid_file, int sfd, bool served)
 {
-	struct options o = { .level = XBD_LOG_WARN };
-	static struct listener main_lis = { POLL_LISTEN, -1, 0 };
-	char *sock_path = NULL;
-	int ret, sfd = -1;
-
-	if (parse_args(argc, argv, &o))
-		return 2;
-	xbd_log_init("xbd-xenstored", o.level, o.syslog);
-	rundir = o.rundir ? o.rundir : getenv("XBD_RUNDIR");
-	if (!rundir || !*rundir)
-		rundir = "/run/xbd";
-	ret = setup(&o, &sock_path);
-	/* fork before epoll and signalfd exist: both belong to one process */
-	if (!ret && !o.foreground && daemon(0, 0) < 0)
-		ret = -errno;
-	if (!ret && (epoll_fd = epoll_create1(EPOLL_CLOEXEC)) < 0)
-		ret = -errno;
-	if (!ret && (sfd = open_signals()) < 0)
-		ret = sfd;
-	if (!ret && (ret = listener_open(&main_lis, sock_path, 0)))
-		log_err("cannot listen on %s: %s", sock_path, strerror(-ret));
-	if (!ret)
-		domain_listen_all();
-	if (!ret && o.pid_file && (ret = write_pid_file(o.pid_file)))
-		log_err("cannot write %s: %s", o.pid_file, strerror(-ret));
-	if (!ret) {
-		log_info("serving %s", sock_path);
-		run_loop(sfd);
-	}
-	if (main_lis.fd >= 0) {
-		listener_close(&main_lis, sock_path);
-		if (db_file && !ret)
-			persist_save(db_file);
-	}
-	if (o.pid_file && !ret)
-		unlink(o.pid_file);
+	listener_close(main_lis, sock_path);
+	if (served && db_file)
+		persist_save(db_file);
+	if (pid_file)
+		unlink(pid_file);
 	conn_shutdown();
 	domain_shutdown();
 	db_destroy();
@@ -334,6 +319,46 @@ int main(int argc, char **argv)
 		close(sfd);
 	if (epoll_fd >= 0)
 		close(epoll_fd);
+}
+
+int main(int argc, char **argv)
+{
+	struct options o = { .level = XBD_LOG_WARN };
+	static struct listener main_lis = { POLL_LISTEN, -1, 0 };
+	char *sock_path = NULL;
+	const char *pid_written = NULL;
+	int ret, sfd = -1;
+
+	if (parse_args(argc, argv, &o))
+		return 2;
+	xbd_log_init("xbd-xenstored", o.level, o.syslog);
+	rundir = o.rundir ? o.rundir : getenv("XBD_RUNDIR");
+	if (!rundir || !*rundir)
+		rundir = "/run/xbd";
+	ret = setup(&o, &sock_path);
+	/* fork before epoll and signalfd exist: both belong to one process;
+	 * the pid file exists before the socket accepts anyone */
+	if (!ret && !o.foreground && daemon(0, 0) < 0)
+		ret = -errno;
+	if (!ret && o.pid_file) {
+		ret = write_pid_file(o.pid_file);
+		if (ret)
+			log_err("cannot write %s: %s", o.pid_file, strerror(-ret));
+		else
+			pid_written = o.pid_file;
+	}
+	if (!ret && (epoll_fd = epoll_create1(EPOLL_CLOEXEC)) < 0)
+		ret = -errno;
+	if (!ret && (sfd = open_signals()) < 0)
+		ret = sfd;
+	if (!ret && (ret = listener_open(&main_lis, sock_path, 0)))
+		log_err("cannot listen on %s: %s", sock_path, strerror(-ret));
+	if (!ret) {
+		domain_listen_all();
+		log_info("serving %s", sock_path);
+		run_loop(sfd);
+	}
+	cleanup(&main_lis, sock_path, pid_written, sfd, !ret);
 	free(sock_path);
 	return ret ? 1 : 0;
 }

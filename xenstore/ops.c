@@ -158,9 +158,35 @@ static int get_node(struct request *req, const char *path, unsigned perm,
 	return 0;
 }
 
-static bool too_big(const struct request *req, const struct node *n)
+/* Memory an unprivileged caller is charged for storing n in place of
+ * old (NULL: a new node); nodes owned by others are not its charge. */
+static long memory_delta(const struct request *req, const struct node *n,
+			 const struct node *old)
 {
-	return !req->conn->priv && node_size(n) >= quota.node_size;
+	long delta = 0;
+
+	if (n->perms[0].domid == req->conn->domid)
+		delta += (long)node_memory(n);
+	if (old && old->perms[0].domid == req->conn->domid)
+		delta -= (long)node_memory(old);
+	return delta;
+}
+
+/* The node-size and memory quotas of an unprivileged caller. */
+static int check_store(const struct request *req, const struct node *n,
+		       const struct node *old, long *mem)
+{
+	struct domain *d;
+
+	if (req->conn->priv)
+		return 0;
+	if (node_size(n) >= quota.node_size)
+		return -ENOSPC;
+	*mem += memory_delta(req, n, old);
+	d = domain_get(req->conn->domid, false);
+	if (*mem > 0 && (d ? d->memory : 0) + *mem > (long)quota.memory)
+		return -ENOMEM;
+	return 0;
 }
 
 /* ---- creating and removing ---- */
@@ -200,6 +226,7 @@ static int create_node(struct request *req, const char *path,
 {
 	const struct node *anc;
 	size_t depth = 0;
+	long mem = 0;
 	int ret = errno_from_parents(req, path, PERM_WRITE, &anc);
 
 	if (ret != -ENOENT)
@@ -225,8 +252,8 @@ static int create_node(struct request *req, const char *path,
 		else if (i < depth &&
 			 node_add_child(chain[i], path_basename(chain[i + 1]->path)))
 			ret = -ENOMEM;
-		else if (too_big(req, chain[i]))
-			ret = -ENOSPC;
+		else if (!ret)
+			ret = check_store(req, chain[i], i ? NULL : anc, &mem);
 	}
 	for (size_t i = 0; i <= depth; i++) {
 		if (ret)
@@ -399,9 +426,9 @@ static int do_write(struct request *req)
 			node_free(copy);
 			return -ENOMEM;
 		}
-		if (too_big(req, copy)) {
+		if ((ret = check_store(req, copy, n, &(long){ 0 }))) {
 			node_free(copy);
-			return -ENOSPC;
+			return ret;
 		}
 		ret = store_put(&req->view, copy, 1, NULL, 0);
 	}
@@ -538,9 +565,9 @@ static int do_set_perms(struct request *req)
 		node_free(copy);
 		return -ENOMEM;
 	}
-	if (too_big(req, copy)) {
+	if ((ret = check_store(req, copy, node, &(long){ 0 }))) {
 		node_free(copy);
-		return -ENOSPC;
+		return ret;
 	}
 	/* the old perms outlive the node store_put() replaces */
 	uint32_t nold = node->nperms;

@@ -75,11 +75,23 @@ uint32_t txn_id(const struct txn *t)
 	return t->id;
 }
 
+static unsigned domain_txns(uint32_t domid)
+{
+	unsigned n = 0;
+
+	for (struct conn *c = conns; c; c = c->next)
+		if (!c->dead && !c->priv && c->domid == domid)
+			n += c->ntxns;
+	return n;
+}
+
 struct txn *txn_start(struct conn *c)
 {
 	struct txn *t;
 
-	if (!c->priv && c->ntxns > quota.transactions) {
+	/* cxenstored counts per connection, and a ring domain has exactly
+	 * one; a socket domain may have several, so count them all */
+	if (!c->priv && domain_txns(c->domid) > quota.transactions) {
 		errno = ENOSPC;
 		return NULL;
 	}

@@ -126,6 +126,11 @@ size_t node_size(const struct node *n)
 	return 24 + 8 * (size_t)n->nperms + n->vlen + n->clen;
 }
 
+size_t node_memory(const struct node *n)
+{
+	return node_size(n) + strlen(n->path);
+}
+
 const char *path_parent(struct arena *a, const char *path)
 {
 	const char *slash = strrchr(path, '/');
@@ -261,10 +266,10 @@ int db_put(struct node *n)
 		return ret;
 	}
 	if (old) {
-		domain_account(((struct node *)old)->perms[0].domid, -1);
+		domain_account(((struct node *)old)->perms[0].domid, -1, old);
 		node_free(old);
 	}
-	domain_account(n->perms[0].domid, +1);
+	domain_account(n->perms[0].domid, +1, n);
 	db_dirty = true;
 	return 0;
 }
@@ -274,7 +279,7 @@ void db_del(const char *path)
 	struct node *n = hash_del(&tree, path);
 
 	if (n) {
-		domain_account(n->perms[0].domid, -1);
+		domain_account(n->perms[0].domid, -1, n);
 		node_free(n);
 		db_dirty = true;
 	}

@@ -35,6 +35,9 @@ int watch_add(struct conn *c, const char *path, const char *token, size_t rel)
 			return -ENOMEM;
 		if (d->watches > quota.watches)
 			return -E2BIG;
+		if (d->memory + (long)(strlen(path) + strlen(token)) >
+		    (long)quota.memory)
+			return -ENOMEM;
 	}
 	w = calloc(1, sizeof(*w));
 	if (!w || !(w->path = strdup(path)) || !(w->token = strdup(token))) {
@@ -47,8 +50,10 @@ int watch_add(struct conn *c, const char *path, const char *token, size_t rel)
 	w->next = c->watches;
 	c->watches = w;
 	c->nwatches++;
-	if (d)
+	if (d) {
 		d->watches++;
+		d->memory += (long)(strlen(path) + strlen(token));
+	}
 	return 0;
 }
 
@@ -56,8 +61,10 @@ static void watch_free(struct conn *c, struct watch *w)
 {
 	struct domain *d = c->priv ? NULL : domain_get(c->domid, false);
 
-	if (d && d->watches)
+	if (d && d->watches) {
 		d->watches--;
+		d->memory -= (long)(strlen(w->path) + strlen(w->token));
+	}
 	c->nwatches--;
 	free(w->path);
 	free(w->token);

@@ -88,6 +88,8 @@ int node_add_child(struct node *n, const char *name);
 void node_del_child(struct node *n, const char *name);
 /* Record size as cxenstored's node-size quota counts it. */
 size_t node_size(const struct node *n);
+/* What a node costs its owner's memory quota: record + path. */
+size_t node_memory(const struct node *n);
 
 /* Path helpers.  path_parent() writes into the arena; "/" has no parent. */
 const char *path_parent(struct arena *a, const char *path);
@@ -121,7 +123,7 @@ struct quotas {
 	unsigned nodes;		/* -E: nodes owned per domain */
 	unsigned node_size;	/* -S: node record size */
 	unsigned watches;	/* -W: watches per domain (">" check) */
-	unsigned transactions;	/* -t: open transactions per connection */
+	unsigned transactions;	/* -t: open transactions per domain */
 	unsigned perms;		/* -A: perm entries per node */
 	unsigned path_len;	/* -M: path length after /local/domain/N/ */
 	unsigned tx_nodes;	/* nodes touched per transaction */
@@ -130,6 +132,8 @@ struct quotas {
 	unsigned event_timeout;	/* seconds an unread event may wait (0=inf) */
 	unsigned priv_events;	/* queued watch events per privileged conn */
 	unsigned priv_outstanding; /* unread replies, privileged conn */
+	unsigned connections;	/* connections per unprivileged domain */
+	unsigned memory;	/* bytes per domain (nodes + watches) */
 };
 extern struct quotas quota;
 int quota_set(const char *name, const char *value);
@@ -152,6 +156,7 @@ struct domain {
 	bool introduced;
 	int64_t target;		/* -1 when none (SET_TARGET) */
 	long nodes;		/* nodes owned in the main tree */
+	long memory;		/* bytes of those nodes and of its watches */
 	unsigned watches;	/* watches of all its connections */
 	struct listener lis;	/* $rundir/dom<N>/xenstore.sock */
 	char *sock_path;	/* NULL when not listening */
@@ -160,7 +165,8 @@ struct domain *domain_get(uint32_t domid, bool create);
 bool domain_exists(uint32_t domid);
 int domain_introduce(uint32_t domid);
 int domain_release(uint32_t domid);
-void domain_account(uint32_t owner, long delta);
+/* A node owned by owner appears (+1) or goes (-1). */
+void domain_account(uint32_t owner, long delta, const struct node *n);
 int domain_listen_all(void);	/* after loading a persisted store */
 void domain_shutdown(void);
 extern const char *rundir;
@@ -194,6 +200,7 @@ struct conn {
 };
 extern struct conn *conns;
 int conn_new(int fd, uint32_t domid, bool priv);
+unsigned conn_count(uint32_t domid);
 void conn_kill(struct conn *c, const char *why);
 void conn_reap(void);
 void conn_handle(struct conn *c, uint32_t events);

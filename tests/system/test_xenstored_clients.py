@@ -119,7 +119,12 @@ assert p[1]["dom"] == 3 and p[1]["read"] and not p[1]["write"], p
 h.watch("/ll", "tok")
 assert h.read_watch() == ("/ll", "tok")
 h.write("", "/ll/c", "vc")
+import select
+r, _, _ = select.select([h.fileno()], [], [], 5)   # xs_fileno() pipe
+assert r, "no watch pipe wake-up"
 assert h.read_watch() == ("/ll/c", "tok")
+h.unwatch("/ll", "tok")
+h.write("", "/ll/d", "vd")
 assert h.get_domain_path(7) == "/local/domain/7"
 h.introduce_domain(5, 0, 1)
 h.release_domain(5)

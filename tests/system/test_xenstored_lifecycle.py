@@ -35,11 +35,17 @@ def test_refuses_second_instance(xenstored):
 
 def test_replaces_stale_socket(daemons, rundir):
     path = os.path.join(rundir, "xenstored.sock")
-    s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-    s.bind(path)
-    s.close()                                     # stale socket file
+    os.mkdir(os.path.join(rundir, "dom9"))
+    stale_dom = os.path.join(rundir, "dom9", "xenstore.sock")
+    for p in (path, stale_dom):
+        s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        s.bind(p)
+        s.close()                                 # stale socket files
+    open(os.path.join(rundir, "dom9", "memory"), "w").close()
     xd = Xenstored(daemons, rundir)
     xd.conn().write("/ok", "1")
+    assert not os.path.exists(stale_dom)          # ours, removed
+    assert os.path.exists(os.path.join(rundir, "dom9", "memory"))
 
 
 def test_daemon_mode_and_trace(rundir, tmp_path):
@@ -86,6 +92,29 @@ def test_restart_without_persistence(daemons, rundir):
     assert c.event() == (b"/gone", b"t")
 
 
+def test_libxenstore_client_reconnects_after_restart(daemons, rundir,
+                                                      monkeypatch):
+    import sys
+    sys.path.insert(0, "/usr/lib/xen-4.17/lib/python")
+    from xen.lowlevel import xs
+    xd = Xenstored(daemons, rundir)
+    monkeypatch.setenv("XENSTORED_PATH", xd.sock)
+    h = xs.xs()
+    h.watch("/again", "t")
+    assert h.read_watch() == ("/again", "t")
+    assert xd.daemon.stop() == 0
+    with pytest.raises(xs.Error):
+        h.read_watch()                   # connection lost
+    with pytest.raises(xs.Error):
+        h.read("", "/again")
+    h.close()
+    xd = Xenstored(daemons, rundir, name="xenstored2")
+    h = xs.xs()
+    h.watch("/again", "t")
+    assert h.read_watch() == ("/again", "t")   # the resync point
+    h.close()
+
+
 def test_restart_with_persistence(daemons, rundir, tmp_path):
     db = str(tmp_path / "store.db")
     xd = Xenstored(daemons, rundir, args=["--db", db])
@@ -113,7 +142,7 @@ def test_kill9_during_writes_leaves_consistent_store(daemons, rundir, tmp_path):
     for i in range(300):
         c.write(f"/k/{i}", "v" * 100)
         if i == 150:
-            time.sleep(0.3)            # at least one snapshot is written
+            time.sleep(1.0)            # at least one snapshot is written
     xd.daemon.kill()
     xd = Xenstored(daemons, rundir, args=["--db", db], name="xenstored2")
     c = xd.conn()

@@ -181,3 +181,38 @@ def test_unknown_tx_id(xs):
     assert xs.error("TRANSACTION_START", "", tx=tx + 100) == "ENOENT"
     xs.end(tx, commit=False)
     assert xs.error("READ", "/", tx=tx) == "ENOENT"
+
+
+def test_random_requests_one_reply_each(xenstored):
+    """Seeded random requests from a privileged and an unprivileged
+    connection: every request gets exactly one reply with its ids, the
+    daemon stays consistent, and the sanitizers stay quiet."""
+    import random
+    rnd = random.Random(1234)
+    xenstored.introduce(5)
+    conns = [xenstored.conn(), xenstored.conn(5)]
+    words = [b"/", b"/a", b"/a/b", b"/a/b/c", b"rel", b"rel/x", b"@releaseDomain",
+             b"@introduceDomain", b"/local/domain/5/q", b"n0", b"r5", b"b0x7",
+             b"w", b"T", b"F", b"7", b"8", b"0", b"-1", b"99999", b"", b"x" * 300,
+             b"/a//b", b"\xff\xfe", b"check", b"help", b"quota", b"set", b"nodes"]
+    for rounds in range(40):
+        for c in conns:
+            sent = []
+            for _ in range(25):
+                type_ = rnd.choice(list(range(0, 24)) + [0xffff])
+                if type_ in (8, 9, 18, 19):      # keep domain 5 alive
+                    payload = b"\0".join([rnd.choice([b"7", b"8", b"9"])] +
+                                         [b"1"] * rnd.randint(0, 2)) + b"\0"
+                else:
+                    parts = [rnd.choice(words) for _ in range(rnd.randint(0, 4))]
+                    payload = b"\0".join(parts) + (b"\0" if rnd.random() < 0.9 else b"")
+                tx = rnd.choice([0, 0, 0, 1, 2, 77])
+                sent.append(c.send(type_, payload[:4096], tx_id=tx))
+            for req_id in sent:
+                type_, rid, _, body = c.reply()
+                assert rid == req_id
+            c.events.clear()
+    for c in conns:
+        c.call("RESET_WATCHES")
+    assert conns[0].call("CONTROL", "check") == b"OK\0"
+    conns[0].write("/alive", "1")

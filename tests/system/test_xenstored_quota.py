@@ -3,13 +3,16 @@
 small limits from the command line."""
 import time
 
+from xenstored_fixtures import xenstored  # noqa: F401
+
 import pytest
 
 from xenstored_fixtures import HDR, Xenstored
 
 ARGS = ["-E", "20", "-S", "256", "-W", "5", "-t", "2", "-A", "3",
         "-Q", "transaction-nodes=10", "-Q", "outstanding=4",
-        "-Q", "watch-events=8", "-Q", "watch-event-timeout=2"]
+        "-Q", "watch-events=8", "-Q", "watch-event-timeout=2",
+        "-Q", "connections=3"]
 
 
 @pytest.fixture
@@ -20,6 +23,13 @@ def qxs(daemons, rundir):
     d0.write("/local/domain/5", "")
     d0.call("SET_PERMS", "/local/domain/5", "n5")   # owned by 5: 1 node
     return xd
+
+
+def wait_for(cond, timeout=10.0):
+    deadline = time.monotonic() + timeout
+    while not cond():
+        assert time.monotonic() < deadline, "condition not met in time"
+        time.sleep(0.05)
 
 
 def usage(xd, name, domid=5):
@@ -75,10 +85,13 @@ def test_quota_watches_e2big(qxs):
 
 
 def test_quota_transactions(qxs):
-    d5 = qxs.conn(5)
+    d5, other = qxs.conn(5), qxs.conn(5)
     for _ in range(3):
         d5.start()
     assert d5.error("TRANSACTION_START", "") == "ENOSPC"
+    # a second connection of the same domain buys no more
+    assert other.error("TRANSACTION_START", "") == "ENOSPC"
+    qxs.conn().start()                          # dom0 is not limited
 
 
 def test_quota_perms(qxs):
@@ -103,8 +116,9 @@ def test_quota_outstanding_stops_reading(qxs):
     d0, d5 = qxs.conn(), qxs.conn(5)
     d0.write("/local/domain/5/big", "b" * 4000)
     d5.send_raw(b"".join(HDR.pack(2, i, 0, 4) + b"big\0" for i in range(200)))
-    time.sleep(0.5)
-    assert usage(qxs, "queued-replies") == 4
+    wait_for(lambda: usage(qxs, "queued-replies") == 4)
+    time.sleep(0.2)
+    assert usage(qxs, "queued-replies") == 4     # and no more
     d0.write("/alive", "1")             # others still served
     for i in range(200):
         assert d5.recv_msg() == (2, i, 0, b"b" * 4000)
@@ -121,5 +135,55 @@ def test_quota_pending_events_and_timeout(qxs):
     for j in range(20):
         d0.write(f"/local/domain/5/ev/more{j}", "")
     assert usage(qxs, "queued-events") == 8
-    time.sleep(3.5)                     # unread events expire
-    assert usage(qxs, "queued-events") == 0
+    # unread events expire after 2 s (checked once a second)
+    wait_for(lambda: usage(qxs, "queued-events") == 0, timeout=10)
+
+
+def test_quota_names_documented(xenstored):
+    import os
+    import re
+    report = xenstored.conn().call("CONTROL", "quota").decode().rstrip("\0")
+    names = sorted(line.split()[0] for line in report.splitlines())
+    abi = os.path.join(os.path.dirname(__file__), "..", "..", "Documentation",
+                       "ABI", "xenstored-quotas")
+    documented = sorted(re.findall(r'^What:\s+xbd-xenstored quota "([^"]+)"',
+                                   open(abi).read(), re.M))
+    assert names == documented
+    r = xenstored.tool("xenstore-control", "quota", "set", "no-such", "1",
+                       check=False)
+    assert r.returncode == 3
+
+
+def test_quota_connections(qxs):
+    keep = [qxs.conn(5) for _ in range(3)]
+    extra = qxs.conn(5)
+    assert extra.closed()
+    keep[0].close()
+    wait_for(lambda: usage(qxs, "connections") == 2)
+    qxs.conn(5).write("ok", "1")
+    assert "more than 3 connections" in qxs.daemon.log_text()
+
+
+def test_quota_memory(daemons, rundir):
+    xd = Xenstored(daemons, rundir, args=["-Q", "memory=3000"])
+    xd.introduce(5)
+    d0 = xd.conn()
+    d0.write("/local/domain/5", "")
+    d0.call("SET_PERMS", "/local/domain/5", "n5")
+    d5 = xd.conn(5)
+    i = 0
+    while True:
+        try:
+            d5.write(f"m{i}", "v" * 500)
+        except Exception as e:            # noqa: BLE001
+            assert e.err == "ENOMEM"
+            break
+        i += 1
+    assert 3 <= i <= 5
+    used = usage(xd, "memory")
+    assert 2500 < used <= 3000
+    assert d5.error("WATCH", "w", "t" * 1000) == "ENOMEM"
+    d5.call("RM", "m0")
+    assert usage(xd, "memory") < used - 500
+    d5.call("WATCH", "w", "t" * 100)
+    d0.write("/local/domain/5/big", "x" * 3000)   # dom0 is not limited
