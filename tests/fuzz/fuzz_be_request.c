@@ -68,6 +68,10 @@ struct fz_hdr {
 	uint32_t rsp_event;
 	uint32_t granted;     /* bitmap over refs 0..31 */
 	uint32_t readonly;    /* bitmap: granted read-only */
+	uint8_t rounds;       /* % 4: more bursts after the first, each
+			       * rewriting the next nreq slots from the
+			       * input's ring image (index wrap, reuse of
+			       * persistent grants and bounce pages) */
 } __attribute__((packed));
 
 /* ---- the guest: granted pages and the stub grant table ------------------ */
@@ -361,6 +365,34 @@ static void check_responses(const uint8_t *ring_in, const struct be_ring *r,
 	}
 }
 
+/* One burst: take everything, then let the I/O finish.  A request held
+ * behind a barrier must be released once the drain is over. */
+static void burst(struct be_io *io, struct be_ring *r)
+{
+	int rc = be_io_run_once(io, 0);
+
+	for (int turns = 0; turns < 10000 && rc >= 0 &&
+	     (io->inflight || io->held || ring_pending(r) > 0); turns++)
+		rc = be_io_run_once(io, 100);
+	for (int turns = 0; turns < 10000 && io->inflight; turns++)
+		be_io_run_once(io, 100);
+	CHECK(rc == 0 || (rc == -EIO && r->broken));
+	CHECK(!io->inflight && !io->held && (r->broken || ring_pending(r) == 0));
+}
+
+/* Write requests [from, from + n) again from the input's ring image. */
+static void refill(const uint8_t *ring_in, enum ring_abi abi, unsigned int nr_ents,
+		   RING_IDX from, unsigned int n)
+{
+	size_t sz = abi == RING_ABI_X86_32 ? 108 : 112;
+
+	for (unsigned int i = 0; i < n; i++) {
+		size_t off = RING_HDR_SIZE + ((from + i) & (nr_ents - 1)) * sz;
+
+		memcpy(ring_mem + off, ring_in + off, sz);
+	}
+}
+
 static void init_once(void)
 {
 	static bool done;
@@ -446,18 +478,21 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	CHECK(rc == 0);
 	/* One burst: take everything, then let the I/O finish.  A request
 	 * held behind a barrier must be released once the drain is over. */
-	rc = be_io_run_once(&io, 0);
-	for (int turns = 0; turns < 10000 && rc >= 0 &&
-	     (io.inflight || io.held || ring_pending(&r) > 0); turns++)
-		rc = be_io_run_once(&io, 100);
-	for (int turns = 0; turns < 10000 && io.inflight; turns++)
-		be_io_run_once(&io, 100);
-	CHECK(rc == 0 || (rc == -EIO && r.broken));
-	CHECK(!io.inflight && !io.held && (r.broken || ring_pending(&r) == 0));
+	for (unsigned int round = 0; round <= h.rounds % 4u && !r.broken; round++) {
+		if (round) {
+			/* The frontend refills the slots the responses used. */
+			RING_IDX prod = s->req_prod, n = s->req_prod - start;
+
+			refill(ring_in, abi, r.nr_ents, prod, n);
+			start = prod;
+			__atomic_store_n(&s->req_prod, prod + n, __ATOMIC_RELEASE);
+		}
+		burst(&io, &r);
+		check_responses(ring_in, &r, start);
+	}
 	be_io_destroy(&io);
 	CHECK(gnt_xport_destroy(&x) == 0);
 	CHECK(nmaps == 0);            /* every grant mapping was given back */
 	CHECK(stats.inflight == 0);
-	check_responses(ring_in, &r, start);
 	return 0;
 }

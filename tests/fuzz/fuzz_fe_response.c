@@ -253,6 +253,10 @@ static void consume(struct fe_state *s)
 		check_consistent(s);
 	}
 	CHECK(rc == 0 || (rc == -EIO && fe_ring_is_broken(&s->ring)));
+	/* Re-arm rsp_event, as the queue does before sleeping; a response
+	 * that slipped in meanwhile is taken in the next round. */
+	if (rc == 0)
+		fe_ring_final_check(&s->ring);
 }
 
 static void reconnect(struct fe_state *s)

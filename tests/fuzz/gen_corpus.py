@@ -63,7 +63,7 @@ def be_indirect(x32, op, nsegs, rid, sector, grefs):
 def be_input(reqs, x32=False, order=0, persistent=False, blkdev=False, ro=False,
              flush=True, barrier=True, discard=True, secure=True, ss_shift=0,
              copy_sel=0, small_pool=False, max_ind=256, blocks=2047, rsp_prod=0,
-             granted=0xffffffff, readonly=0, pages=b""):
+             granted=0xffffffff, readonly=0, pages=b"", rounds=0):
     cfg0 = (x32 | (order << 1) | (persistent << 4) | (blkdev << 5) | (ro << 6)
             | (flush << 7))
     cfg1 = (barrier | (discard << 1) | (secure << 2) | (ss_shift << 3)
@@ -74,8 +74,8 @@ def be_input(reqs, x32=False, order=0, persistent=False, blkdev=False, ro=False,
     for i, r in enumerate(reqs):
         ring[(rsp_prod + i) % nr_ents] = r.ljust(size, b"\0")
     slots = b"".join(ring).rstrip(b"\0")
-    hdr = struct.pack("<BBHHHIIII", cfg0, cfg1, max_ind, blocks, len(reqs),
-                      rsp_prod, rsp_prod, granted, readonly)
+    hdr = struct.pack("<BBHHHIIIIB", cfg0, cfg1, max_ind, blocks, len(reqs),
+                      rsp_prod, rsp_prod, granted, readonly, rounds)
     return hdr + struct.pack("<H", len(slots)) + slots + pages
 
 
@@ -109,7 +109,8 @@ def be_request_seeds():
                 pages=pages, max_ind=1024, blocks=0xffff)))
         seeds.append((f"{a}-persistent", be_input(direct, x32=x32, persistent=True)))
         seeds.append((f"{a}-persistent-small", be_input(
-            direct * 2, x32=x32, persistent=True, small_pool=True)))
+            direct * 2, x32=x32, persistent=True, small_pool=True, rounds=3)))
+        seeds.append((f"{a}-rounds", be_input(direct * 3, x32=x32, rounds=3)))
         seeds.append((f"{a}-map", be_input(direct, x32=x32, copy_sel=1)))
         seeds.append((f"{a}-blkdev", be_input(direct, x32=x32, blkdev=True)))
         seeds.append((f"{a}-ro", be_input(direct, x32=x32, ro=True, readonly=0xff00)))
