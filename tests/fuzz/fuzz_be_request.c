@@ -307,6 +307,7 @@ static const struct be_evt_ops fz_evt = { .ack = evt_ack, .notify = evt_notify }
 /* ---- one input ------------------------------------------------------------ */
 
 static uint8_t ring_mem[FZ_PAGE << RING_MAX_ORDER] __attribute__((aligned(4096)));
+static uint8_t ring_in[FZ_PAGE << RING_MAX_ORDER];  /* the input's ring image */
 
 static void set_tunables(uint8_t cfg1)
 {
@@ -405,66 +406,76 @@ static void init_once(void)
 	CHECK(disk_fd >= 0 && evt_fd >= 0);
 }
 
+/* The negotiated limits and the guest's grants, from the header. */
+static void set_limits(const struct fz_hdr *h)
+{
+	lim = (struct req_limits){
+		.sector_size = 512u << ((h->cfg1 >> 3) & 3),
+		.read_only = h->cfg0 & 0x40,
+		.flush = h->cfg0 & 0x80,
+		.barrier = h->cfg1 & 1,
+		.discard = h->cfg1 & 2,
+		.discard_secure = h->cfg1 & 4,
+		.max_indirect_segs = h->max_indirect % 1025u,
+	};
+	lim.sectors = ((uint64_t)h->disk_blocks + 1) * (lim.sector_size >> 9);
+	disk_bytes = lim.sectors << 9;
+	disk_blkdev = h->cfg0 & 0x20;
+	g_granted = h->granted;
+	g_readonly = h->readonly;
+	set_tunables(h->cfg1);
+	CHECK(ftruncate(disk_fd, 0) == 0 && ftruncate(disk_fd, (off_t)disk_bytes) == 0);
+}
+
+/* The ring (header from the input, then its slots; a copy kept in
+ * ring_in), then the guest pages. */
+static void load_ring(struct cursor *c, const struct fz_hdr *h, enum ring_abi abi,
+		      unsigned int order)
+{
+	struct blkif_sring *s = (void *)ring_mem;
+	size_t ring_bytes = (size_t)FZ_PAGE << order;
+	unsigned int ents = ring_nr_ents(abi, order);
+	uint16_t ring_len;
+
+	memset(ring_mem, 0, ring_bytes);
+	take(c, &ring_len, sizeof(ring_len));
+	if (ring_len > ring_bytes - RING_HDR_SIZE)
+		ring_len = (uint16_t)(ring_bytes - RING_HDR_SIZE);
+	take(c, ring_mem + RING_HDR_SIZE, ring_len);
+	s->rsp_prod = h->rsp_prod;
+	s->rsp_event = h->rsp_event;
+	s->req_prod = h->rsp_prod + ((h->nreq & 0x8000) ? (h->nreq & 0x7fffu)
+							: h->nreq % (ents + 1));
+	memcpy(ring_in, ring_mem, ring_bytes);
+	for (unsigned int i = 0; i < FZ_GRANTS; i++)
+		take(c, guest[i], FZ_PAGE);
+}
+
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
-	static uint8_t ring_in[FZ_PAGE << RING_MAX_ORDER];
 	struct cursor c = { data, size };
 	struct fz_hdr h;
 	struct blkif_sring *s = (void *)ring_mem;
 	enum ring_abi abi;
 	unsigned int order;
-	uint16_t ring_len;
 	struct be_ring r;
 	struct gnt_xport x;
 	struct be_stats stats = { 0 };
 	struct be_io io;
-	struct storage st = { 0 };
+	struct storage st;
 	RING_IDX start;
-	int rc;
 
 	init_once();
 	take(&c, &h, sizeof(h));
 	abi = (h.cfg0 & 1) ? RING_ABI_X86_32 : RING_ABI_X86_64;
 	order = ((h.cfg0 >> 1) & 7) % (RING_MAX_ORDER + 1);
-	lim = (struct req_limits){
-		.sector_size = 512u << ((h.cfg1 >> 3) & 3),
-		.read_only = h.cfg0 & 0x40,
-		.flush = h.cfg0 & 0x80,
-		.barrier = h.cfg1 & 1,
-		.discard = h.cfg1 & 2,
-		.discard_secure = h.cfg1 & 4,
-		.max_indirect_segs = h.max_indirect % 1025u,
-	};
-	lim.sectors = ((uint64_t)h.disk_blocks + 1) * (lim.sector_size >> 9);
-	disk_bytes = lim.sectors << 9;
-	disk_blkdev = h.cfg0 & 0x20;
-	g_granted = h.granted;
-	g_readonly = h.readonly;
-	set_tunables(h.cfg1);
-
-	/* The ring: header from the input, then its slots. */
-	size_t ring_bytes = (size_t)FZ_PAGE << order;
-	memset(ring_mem, 0, ring_bytes);
-	take(&c, &ring_len, sizeof(ring_len));
-	if (ring_len > ring_bytes - RING_HDR_SIZE)
-		ring_len = (uint16_t)(ring_bytes - RING_HDR_SIZE);
-	take(&c, ring_mem + RING_HDR_SIZE, ring_len);
-	s->rsp_prod = h.rsp_prod;
-	s->rsp_event = h.rsp_event;
-	unsigned int ents = ring_nr_ents(abi, order);
-	s->req_prod = h.rsp_prod + ((h.nreq & 0x8000) ? (h.nreq & 0x7fffu)
-						       : h.nreq % (ents + 1));
-	memcpy(ring_in, ring_mem, ring_bytes);
-	for (unsigned int i = 0; i < FZ_GRANTS; i++)
-		take(&c, guest[i], FZ_PAGE);
-
-	CHECK(ftruncate(disk_fd, 0) == 0 && ftruncate(disk_fd, (off_t)disk_bytes) == 0);
+	set_limits(&h);
+	load_ring(&c, &h, abi, order);
 	st = (struct storage){ .fd = disk_fd, .is_blkdev = disk_blkdev,
 			       .read_only = lim.read_only, .size = disk_bytes,
 			       .logical_block = lim.sector_size,
 			       .physical_block = lim.sector_size,
 			       .discard = lim.discard, .discard_secure = lim.discard_secure };
-
 	CHECK(ring_attach(&r, ring_mem, order, abi) == 0);
 	start = r.req_cons;
 	gnt_xport_init(&x, &fz_gt, FZ_FRONTEND, h.cfg0 & 0x10);
@@ -474,10 +485,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		.evt = &fz_evt, .evt_ctx = NULL, .evt_fd = evt_fd, .stop_fd = -1,
 		.stats = &stats,
 	};
-	rc = be_io_init(&io, &cfg);
-	CHECK(rc == 0);
-	/* One burst: take everything, then let the I/O finish.  A request
-	 * held behind a barrier must be released once the drain is over. */
+	CHECK(be_io_init(&io, &cfg) == 0);
 	for (unsigned int round = 0; round <= h.rounds % 4u && !r.broken; round++) {
 		if (round) {
 			/* The frontend refills the slots the responses used. */
