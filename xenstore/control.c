@@ -76,10 +76,51 @@ static int count_reached(struct node *n, void *arg)
 	return 0;
 }
 
-/* Every node reachable from "/" through the child lists, and no other. */
+struct usage {
+	long nodes, memory;
+};
+
+static void charge_node(void *node, void *arg)
+{
+	const struct node *n = node;
+	struct usage *u = arg;
+	uint32_t owner = n->perms[0].domid;
+
+	if (owner <= DOMID_MAX_VALID) {
+		u[owner].nodes++;
+		u[owner].memory += (long)node_memory(n);
+	}
+}
+
+/* The per-domain counters equal a recount from the tree and watches. */
+static char *check_accounting(struct arena *a)
+{
+	struct usage *u = calloc(DOMID_MAX_VALID + 1, sizeof(*u));
+	char *bad = NULL;
+
+	if (!u)
+		return arena_printf(a, "out of memory");
+	db_foreach(charge_node, u);
+	for (struct conn *c = conns; c; c = c->next)
+		for (struct watch *w = c->watches; !c->dead && !c->priv && w; w = w->next)
+			u[c->domid].memory += (long)(strlen(w->path) + strlen(w->token));
+	for (uint32_t d = 0; d <= DOMID_MAX_VALID && !bad; d++) {
+		struct domain *dom = domain_get(d, false);
+		long nodes = dom ? dom->nodes : 0, mem = dom ? dom->memory : 0;
+		if (nodes != u[d].nodes || mem != u[d].memory)
+			bad = arena_printf(a, "inconsistent: domain %u counts %ld nodes %ld bytes, store has %ld nodes %ld bytes",
+					   d, nodes, mem, u[d].nodes, u[d].memory);
+	}
+	free(u);
+	return bad;
+}
+
+/* Every node reachable from "/" through the child lists, and no other;
+ * the quota counters match the store. */
 static int ctl_check(struct request *req, const char **argv, unsigned argc)
 {
 	size_t total = 0, reached = 0;
+	char *bad;
 	int ret;
 
 	(void)argv;
@@ -92,7 +133,8 @@ static int ctl_check(struct request *req, const char **argv, unsigned argc)
 	if (reached != total)
 		return reply_string(req, arena_printf(&req->arena,
 			"inconsistent: %zu nodes, %zu reachable", total, reached));
-	return reply_string(req, "OK");
+	bad = check_accounting(&req->arena);
+	return reply_string(req, bad ? bad : "OK");
 }
 
 static const struct control_cmd cmds[] = {

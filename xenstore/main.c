@@ -183,13 +183,34 @@ static int open_signals(void)
 	return fd;
 }
 
+/* Out of file descriptors, a pending connection would keep the listener
+ * readable forever: give up a spare descriptor to accept and drop it. */
+static int spare_fd = -1;
+
+static void shed_connection(struct listener *l)
+{
+	static bool logged;
+
+	if (!logged)
+		log_warn("out of file descriptors: refusing connections");
+	logged = true;
+	if (spare_fd >= 0)
+		close(spare_fd);
+	int fd = accept4(l->fd, NULL, NULL, SOCK_CLOEXEC);
+	if (fd >= 0)
+		close(fd);
+	spare_fd = open("/dev/null", O_RDONLY | O_CLOEXEC);
+}
+
 static void accept_conns(struct listener *l)
 {
 	/* a RELEASE earlier in this loop turn may have closed it */
 	for (int i = 0; i < 16 && l->fd >= 0; i++) {
 		int fd = accept4(l->fd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
 		if (fd < 0) {
-			if (errno != EAGAIN && errno != EINTR)
+			if (errno == EMFILE || errno == ENFILE)
+				shed_connection(l);
+			else if (errno != EAGAIN && errno != EINTR)
 				log_warn("accept: %s", strerror(errno));
 			return;
 		}
@@ -319,6 +340,8 @@ static void cleanup(struct listener *main_lis, const char *sock_path,
 		close(sfd);
 	if (epoll_fd >= 0)
 		close(epoll_fd);
+	if (spare_fd >= 0)
+		close(spare_fd);
 }
 
 int main(int argc, char **argv)
@@ -354,6 +377,7 @@ int main(int argc, char **argv)
 	if (!ret && (ret = listener_open(&main_lis, sock_path, 0)))
 		log_err("cannot listen on %s: %s", sock_path, strerror(-ret));
 	if (!ret) {
+		spare_fd = open("/dev/null", O_RDONLY | O_CLOEXEC);
 		domain_listen_all();
 		log_info("serving %s", sock_path);
 		run_loop(sfd);

@@ -101,9 +101,10 @@ int perm_parse(const char *s, struct perm *out);
 unsigned perm_for(uint32_t domid, bool priv, int64_t target,
 		  const struct perm *p, uint32_t n);
 
-/* The main tree.  db_put() takes ownership, assigns a new generation and
- * keeps owner accounting; db_del() removes and frees one node. */
-/* structure: create "/", "/tool", "/tool/xenstored" (else empty). */
+/* The main tree.  db_init(structure) starts it empty or with cxenstored's
+ * "/", "/tool", "/tool/xenstored".  db_put() takes ownership, assigns a
+ * new generation and keeps the owners' node and memory accounting;
+ * db_del() removes and frees one node. */
 int db_init(bool structure);
 void db_destroy(void);
 struct node *db_get(const char *path);

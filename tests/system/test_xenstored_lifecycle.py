@@ -48,25 +48,35 @@ def test_replaces_stale_socket(daemons, rundir):
     assert os.path.exists(os.path.join(rundir, "dom9", "memory"))
 
 
+def read_pid(path):
+    try:
+        return int(open(path).read())
+    except (OSError, ValueError):
+        return None
+
+
 def test_daemon_mode_and_trace(rundir, tmp_path):
     trace = str(tmp_path / "trace")
     pid_file = os.path.join(rundir, "pid")
+    sock = os.path.join(rundir, "xenstored.sock")
     env = sanitizer_env(dict(os.environ, XBD_RUNDIR=rundir))
     r = subprocess.run([binary("xbd-xenstored"), "--pid-file", pid_file,
                         "--trace", trace], env=env, timeout=20)
     assert r.returncode == 0
-    deadline = time.monotonic() + 10
-    while not (os.path.exists(pid_file) and connectable(
-            os.path.join(rundir, "xenstored.sock"))):
-        assert time.monotonic() < deadline
-        time.sleep(0.05)
-    pid = int(open(pid_file).read())
+    pid = None
     try:
-        xd_env = dict(env, XENSTORED_PATH=os.path.join(rundir, "xenstored.sock"))
-        subprocess.run(["/usr/bin/xenstore-write", "/traced", "v"], env=xd_env,
-                       check=True, timeout=20)
+        deadline = time.monotonic() + 10
+        while pid is None or not connectable(sock):
+            assert time.monotonic() < deadline, "daemon did not come up"
+            time.sleep(0.05)
+            pid = read_pid(pid_file)
+        subprocess.run(["/usr/bin/xenstore-write", "/traced", "v"],
+                       env=dict(env, XENSTORED_PATH=sock), check=True,
+                       timeout=20)
     finally:
-        os.kill(pid, signal.SIGTERM)
+        pid = pid or read_pid(pid_file)
+        if pid:
+            os.kill(pid, signal.SIGTERM)
     deadline = time.monotonic() + 10
     while os.path.exists(pid_file):
         assert time.monotonic() < deadline
@@ -248,3 +258,40 @@ def test_concurrency_soak_bounded_rss(daemons, rundir):
     assert second < first + 16384, (first, second)
     c = xenstored.conn()
     assert c.call("CONTROL", "check") == b"OK\0"
+
+
+def cpu_seconds(pid):
+    fields = open(f"/proc/{pid}/stat").read().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def test_out_of_file_descriptors(daemons, rundir):
+    # prlimit lowers the daemon's descriptor limit once it runs
+    xd = Xenstored(daemons, rundir)
+    subprocess.run(["prlimit", f"--pid={xd.daemon.pid}", "--nofile=24"],
+                   check=True)
+    held = []
+    try:
+        for _ in range(40):
+            s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+            s.connect(xd.sock)
+            held.append(s)
+        before = cpu_seconds(xd.daemon.pid)
+        time.sleep(1.0)
+        assert cpu_seconds(xd.daemon.pid) - before < 0.5   # no busy loop
+        for s in held[:30]:
+            s.close()
+        del held[:30]
+        deadline = time.monotonic() + 10
+        while True:                         # served again once fds free up
+            try:
+                c = xd.conn()
+                c.write("/fd", "ok")
+                break
+            except (OSError, EOFError):
+                assert time.monotonic() < deadline
+                time.sleep(0.1)
+        assert "out of file descriptors" in xd.daemon.log_text()
+    finally:
+        for s in held:
+            s.close()

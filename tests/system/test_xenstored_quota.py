@@ -52,6 +52,7 @@ def test_quota_nodes(qxs):
     d0 = qxs.conn()
     for i in range(30):
         d0.write(f"/local/domain/5/p{i}", "")
+    assert d0.call("CONTROL", "check") == b"OK\0"
 
 
 def test_quota_nodes_rechecked_at_commit(qxs):
@@ -65,6 +66,7 @@ def test_quota_nodes_rechecked_at_commit(qxs):
         d5a.write(f"n{i}", "")
     assert d5b.error("TRANSACTION_END", "T", tx=tx) in ("ENOSPC", "EAGAIN")
     assert usage(qxs, "nodes") == 20
+    assert qxs.conn().call("CONTROL", "check") == b"OK\0"
 
 
 def test_quota_node_size(qxs):
@@ -187,3 +189,4 @@ def test_quota_memory(daemons, rundir):
     assert usage(xd, "memory") < used - 500
     d5.call("WATCH", "w", "t" * 100)
     d0.write("/local/domain/5/big", "x" * 3000)   # dom0 is not limited
+    assert d0.call("CONTROL", "check") == b"OK\0"

@@ -269,6 +269,7 @@ def test_unprivileged_domain(xenstored):
                      ("SET_TARGET", ("5", "6")), ("CONTROL", ("help",))):
         assert d5.error(op, *args) == "EACCES"
     assert d5.call("GET_DOMAIN_PATH", "5") == b"/local/domain/5\0"
+    assert d0.call("CONTROL", "check") == b"OK\0"
     # the real tools, as domain 5, through its socket
     env = xenstored.dom_env(5)
     xenstored.tool("xenstore-write", "tool-node", "t", env=env)
