@@ -8,7 +8,7 @@ libxen-dev xen-utils-4.17 xenstore-utils
 liburing-dev libfuse3-dev fuse3
 libcmocka-dev python3 python3-pytest python3-pyxs
 fio nbdkit libnbd-dev
-clang valgrind util-linux procps psmisc"
+clang libclang-rt-14-dev valgrind util-linux procps psmisc"
 
 missing=""
 for p in $PKGS; do

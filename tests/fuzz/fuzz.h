@@ -1,0 +1,38 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Helpers shared by the fuzz harnesses: a cursor over the input that
+ * reads missing bytes as zero (so every input, however short, is a valid
+ * configuration), and CHECK, which aborts (a crash for libFuzzer) with
+ * the failed condition.
+ */
+#ifndef XBD_FUZZ_H
+#define XBD_FUZZ_H
+
+#include <stdbool.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define CHECK(c) do { if (!(c)) { \
+	fprintf(stderr, "fuzz: check failed: %s (%s:%d)\n", \
+		#c, __FILE__, __LINE__); abort(); } } while (0)
+
+struct cursor {
+	const uint8_t *p;
+	size_t left;
+};
+
+/* Copy n bytes out (zero past the end).  True if any byte was left. */
+static inline bool take(struct cursor *c, void *dst, size_t n)
+{
+	size_t k = n < c->left ? n : c->left;
+
+	memcpy(dst, c->p, k);
+	memset((uint8_t *)dst + k, 0, n - k);
+	c->p += k;
+	c->left -= k;
+	return k > 0;
+}
+
+#endif

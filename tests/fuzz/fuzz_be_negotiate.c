@@ -1,0 +1,503 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * fuzz_be_negotiate: a hostile frontend's xenstore keys against the
+ * backend's real probe and negotiation (backend/xenbus.c: be_dev_probe,
+ * be_dev_changed -> read_fe_common, read_queue_keys, be_queue_start), with
+ * the real lib/xenbus.c readers.
+ *
+ * Stubs:
+ *   - an in-memory xenstore: the libxenstore calls lib/xenbus.c makes
+ *     (xs_read, xs_write, xs_rm, xs_mkdir, xs_directory,
+ *     xs_set_permissions, xs_transaction_start/end) are defined here, so
+ *     the executable's definitions win over libxenstore's.  The toolstack's
+ *     backend keys are valid and fixed (a 1 MiB file as params); the
+ *     frontend directory holds whatever the input writes;
+ *   - a fake platform: grant refs 0..63 map if the input granted them
+ *     (fresh zeroed pages: an empty ring), ports 1..63 bind if the input
+ *     allows it; every map, bind and handle is counted.
+ * The queues really start (a thread and an io_uring each) and stop.
+ *
+ * Checked: no crash/UB/leak; Connected only with 1..max_queues queues of
+ * order <= max_order whose every ring ref and port is the frontend's
+ * value; after removal every mapping, binding, handle and thread is gone.
+ *
+ * Input: struct fz_hdr, then records struct fz_key + len value bytes.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/eventfd.h>
+#include <unistd.h>
+
+#include "backend/blkif.h"
+#include "backend/tunables.h"
+#include "backend/xenbus.h"
+#include "log.h"
+#include "platform/private.h"
+#include "tests/fuzz/fuzz.h"
+
+#define FE_DOMID 5
+#define BE_PATH "/local/domain/0/backend/vbd/5/768"
+#define FE_PATH "/local/domain/5/device/vbd/768"
+
+struct fz_hdr {
+	uint8_t max_queues;     /* tunable, % 8 + 1 */
+	uint8_t max_order;      /* tunable, % 6 */
+	uint8_t flags;          /* bit0 feature_persistent, bit1 mode "r",
+				 * bit2 second state event, bit3 no fe state */
+	uint8_t fe_state;       /* % 8, written to FE_PATH/state */
+	uint16_t max_indirect;  /* tunable */
+	uint64_t granted;       /* refs 0..63 */
+	uint64_t ports;         /* ports 1..63 that bind */
+} __attribute__((packed));
+
+struct fz_key {
+	uint8_t sel;            /* bits0-3 key name, bit7 under queue-<q>/ */
+	uint8_t idx;            /* bits0-4 ring-ref index, bits5-7 queue */
+	uint8_t len;            /* % 48 */
+} __attribute__((packed));
+
+/* ---- the in-memory xenstore ------------------------------------------ */
+
+#define XS_NODES 512
+struct xnode {
+	char *path;
+	char *val;
+	unsigned int len;
+};
+static struct xnode store[XS_NODES];
+static unsigned int nstore;
+
+static struct xnode *xfind(const char *path)
+{
+	for (unsigned int i = 0; i < nstore; i++)
+		if (!strcmp(store[i].path, path))
+			return &store[i];
+	return NULL;
+}
+
+static bool xset(const char *path, const void *val, unsigned int len)
+{
+	struct xnode *n = xfind(path);
+
+	if (!n) {
+		if (nstore == XS_NODES) {
+			errno = ENOSPC;
+			return false;
+		}
+		n = &store[nstore++];
+		n->path = strdup(path);
+		n->val = NULL;
+	}
+	free(n->val);
+	n->val = malloc(len + 1);
+	memcpy(n->val, val, len);
+	n->val[len] = 0;
+	n->len = len;
+	return true;
+}
+
+static void xclear(void)
+{
+	for (unsigned int i = 0; i < nstore; i++) {
+		free(store[i].path);
+		free(store[i].val);
+	}
+	nstore = 0;
+}
+
+void *xs_read(struct xs_handle *h, xs_transaction_t t, const char *path, unsigned int *len)
+{
+	struct xnode *n = xfind(path);
+	char *v;
+
+	(void)h;
+	(void)t;
+	if (!n) {
+		errno = ENOENT;
+		return NULL;
+	}
+	v = malloc(n->len + 1);
+	memcpy(v, n->val, n->len + 1);
+	if (len)
+		*len = n->len;
+	return v;
+}
+
+bool xs_write(struct xs_handle *h, xs_transaction_t t, const char *path,
+	      const void *data, unsigned int len)
+{
+	(void)h;
+	(void)t;
+	return xset(path, data, len);
+}
+
+bool xs_mkdir(struct xs_handle *h, xs_transaction_t t, const char *path)
+{
+	(void)h;
+	(void)t;
+	return xfind(path) ? true : xset(path, "", 0);
+}
+
+bool xs_rm(struct xs_handle *h, xs_transaction_t t, const char *path)
+{
+	size_t l = strlen(path);
+
+	(void)h;
+	(void)t;
+	for (unsigned int i = 0; i < nstore;) {
+		if (!strncmp(store[i].path, path, l) &&
+		    (store[i].path[l] == 0 || store[i].path[l] == '/')) {
+			free(store[i].path);
+			free(store[i].val);
+			store[i] = store[--nstore];
+		} else {
+			i++;
+		}
+	}
+	return true;
+}
+
+char **xs_directory(struct xs_handle *h, xs_transaction_t t, const char *path,
+		    unsigned int *num)
+{
+	size_t l = strlen(path);
+	char **out = calloc(XS_NODES + 1, sizeof(char *));
+
+	(void)h;
+	(void)t;
+	*num = 0;
+	for (unsigned int i = 0; i < nstore; i++) {
+		const char *p = store[i].path;
+
+		if (!strncmp(p, path, l) && p[l] == '/' && !strchr(p + l + 1, '/'))
+			out[(*num)++] = (char *)p + l + 1;   /* test only: borrowed */
+	}
+	return out;
+}
+
+bool xs_set_permissions(struct xs_handle *h, xs_transaction_t t, const char *path,
+			struct xs_permissions *perms, unsigned int num)
+{
+	(void)h;
+	(void)t;
+	(void)perms;
+	(void)num;
+	return xfind(path) != NULL || (errno = ENOENT, false);
+}
+
+xs_transaction_t xs_transaction_start(struct xs_handle *h)
+{
+	(void)h;
+	return 1;
+}
+
+bool xs_transaction_end(struct xs_handle *h, xs_transaction_t t, bool abort)
+{
+	(void)h;
+	(void)t;
+	(void)abort;
+	return true;
+}
+
+/* ---- the fake platform ------------------------------------------------- */
+
+static uint64_t g_granted, g_ports;
+static int open_handles, live_maps, bound_ports;
+static uint32_t mapped_refs[64];
+static unsigned int nmapped_refs;
+
+struct fz_evtchn {
+	struct xbd_evtchn pub;
+	int fd;
+};
+
+static int f_gnttab_open(struct xbd_platform *p, xbd_domid_t self, struct xbd_gnttab **out)
+{
+	struct xbd_gnttab *g = calloc(1, sizeof(*g));
+
+	(void)self;
+	g->p = p;
+	*out = g;
+	open_handles++;
+	return 0;
+}
+
+static void f_gnttab_close(struct xbd_gnttab *gt)
+{
+	free(gt);
+	open_handles--;
+}
+
+static int f_gnttab_map(struct xbd_gnttab *gt, xbd_domid_t remote, unsigned int count,
+			const xbd_grant_ref_t *refs, int prot, void **addr)
+{
+	(void)gt;
+	(void)prot;
+	if (remote != FE_DOMID)
+		return -EPERM;
+	for (unsigned int i = 0; i < count; i++)
+		if (refs[i] >= 64 || !(g_granted & (1ull << refs[i])))
+			return -EINVAL;
+	if (posix_memalign(addr, 4096, (size_t)count * 4096))
+		return -ENOMEM;
+	memset(*addr, 0, (size_t)count * 4096);
+	for (unsigned int i = 0; i < count && nmapped_refs < 64; i++)
+		mapped_refs[nmapped_refs++] = refs[i];
+	live_maps++;
+	return 0;
+}
+
+static int f_gnttab_unmap(struct xbd_gnttab *gt, void *addr, unsigned int count)
+{
+	(void)gt;
+	(void)count;
+	free(addr);
+	live_maps--;
+	return 0;
+}
+
+static int f_evtchn_open(struct xbd_platform *p, xbd_domid_t self, struct xbd_evtchn **out)
+{
+	struct fz_evtchn *e = calloc(1, sizeof(*e));
+
+	(void)self;
+	e->pub.p = p;
+	e->fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+	*out = &e->pub;
+	open_handles++;
+	return 0;
+}
+
+static void f_evtchn_close(struct xbd_evtchn *pub)
+{
+	struct fz_evtchn *e = container_of(pub, struct fz_evtchn, pub);
+
+	close(e->fd);
+	free(e);
+	open_handles--;
+}
+
+static int f_evtchn_fd(struct xbd_evtchn *pub)
+{
+	return container_of(pub, struct fz_evtchn, pub)->fd;
+}
+
+static int f_bind(struct xbd_evtchn *e, xbd_domid_t remote, xbd_evtchn_port_t port)
+{
+	(void)e;
+	if (remote != FE_DOMID || port == 0 || port >= 64 || !(g_ports & (1ull << port)))
+		return -EINVAL;
+	bound_ports++;
+	return (int)port + 100;
+}
+
+static int f_unbind(struct xbd_evtchn *e, xbd_evtchn_port_t port)
+{
+	(void)e;
+	CHECK(port > 100 && port < 164);
+	bound_ports--;
+	return 0;
+}
+
+static int f_notify(struct xbd_evtchn *e, xbd_evtchn_port_t port)
+{
+	(void)e;
+	(void)port;
+	return 0;
+}
+
+static int f_pending(struct xbd_evtchn *pub)
+{
+	uint64_t v;
+
+	return read(f_evtchn_fd(pub), &v, sizeof(v)) == sizeof(v) ? 101 : -EAGAIN;
+}
+
+static int f_unmask(struct xbd_evtchn *e, xbd_evtchn_port_t port)
+{
+	(void)e;
+	(void)port;
+	return 0;
+}
+
+static const struct platform_ops fz_ops = {
+	.gnttab_open = f_gnttab_open, .gnttab_close = f_gnttab_close,
+	.gnttab_map = f_gnttab_map, .gnttab_unmap = f_gnttab_unmap,
+	.evtchn_open = f_evtchn_open, .evtchn_close = f_evtchn_close,
+	.evtchn_fd = f_evtchn_fd, .evtchn_bind_interdomain = f_bind,
+	.evtchn_unbind = f_unbind, .evtchn_notify = f_notify,
+	.evtchn_pending = f_pending, .evtchn_unmask = f_unmask,
+};
+static struct xbd_platform fz_plat = { .ops = &fz_ops };
+
+/* ---- one input ------------------------------------------------------------ */
+
+static char disk_path[64];
+
+static void unlink_disk(void)
+{
+	unlink(disk_path);
+}
+
+static void init_once(void)
+{
+	int fd;
+
+	if (disk_path[0])
+		return;
+	snprintf(disk_path, sizeof(disk_path), "/tmp/fuzz-negotiate.XXXXXX");
+	fd = mkstemp(disk_path);
+	CHECK(fd >= 0 && ftruncate(fd, 1 << 20) == 0);
+	close(fd);
+	atexit(unlink_disk);
+	/* Below ERR: be_fatal's messages would drown libFuzzer's output. */
+	xbd_log_init("fuzz_be_negotiate", (enum xbd_log_level)0, false);
+}
+
+static void put(const char *dir, const char *key, const char *val)
+{
+	char path[256];
+
+	snprintf(path, sizeof(path), "%s/%s", dir, key);
+	CHECK(xset(path, val, (unsigned int)strlen(val)));
+}
+
+static void toolstack_keys(bool ro)
+{
+	put(BE_PATH, "frontend", FE_PATH);
+	put(BE_PATH, "frontend-id", "5");
+	put(BE_PATH, "mode", ro ? "r" : "w");
+	put(BE_PATH, "params", disk_path);
+	put(BE_PATH, "online", "1");
+	put(BE_PATH, "state", "1");
+	put(FE_PATH, "backend", BE_PATH);
+}
+
+static const char *const key_names[16] = {
+	"protocol", "feature-persistent", "multi-queue-num-queues", "ring-page-order",
+	NULL /* ring-ref%u */, "ring-ref", "event-channel", "state",
+	"multi-queue-max-queues", "max-ring-page-order", "feature-flush-cache",
+	"feature-discard", "", "queue-0", "queue-1/", "ring-ref0/x",
+};
+
+static void frontend_key(const struct fz_key *k, const uint8_t *val, size_t len)
+{
+	char dir[96], key[32], v[64];
+
+	if (k->sel & 0x80)
+		snprintf(dir, sizeof(dir), "%s/queue-%u", FE_PATH, k->idx >> 5);
+	else
+		snprintf(dir, sizeof(dir), "%s", FE_PATH);
+	if (key_names[k->sel & 15])
+		snprintf(key, sizeof(key), "%s", key_names[k->sel & 15]);
+	else
+		snprintf(key, sizeof(key), "ring-ref%u", k->idx & 31);
+	memcpy(v, val, len);
+	v[len] = 0;
+	put(dir, key, v);
+}
+
+/* The frontend's value of key in dir as an unsigned number, or -1. */
+static long long fe_value(const char *dir, const char *key)
+{
+	char path[256];
+	struct xnode *n;
+	char *end;
+	unsigned long long v;
+
+	snprintf(path, sizeof(path), "%s/%s", dir, key);
+	n = xfind(path);
+	if (!n || !n->len)
+		return -1;
+	v = strtoull(n->val, &end, 10);
+	return *end ? -1 : (long long)v;
+}
+
+static void check_connected(const struct backend_dev *d, unsigned int max_q,
+			    unsigned int max_order)
+{
+	char dir[128];
+
+	CHECK(d->nr_queues >= 1 && d->nr_queues <= max_q);
+	CHECK(d->order <= max_order);
+	for (unsigned int q = 0; q < d->nr_queues; q++) {
+		const struct be_queue_cfg *c = &d->queues[q].cfg;
+
+		if (d->nr_queues == 1)
+			snprintf(dir, sizeof(dir), "%s", FE_PATH);
+		else
+			snprintf(dir, sizeof(dir), "%s/queue-%u", FE_PATH, q);
+		CHECK(fe_value(dir, "event-channel") == c->remote_port);
+		for (unsigned int i = 0; i < (1u << d->order); i++) {
+			char key[16];
+			long long v;
+
+			snprintf(key, sizeof(key), "ring-ref%u", i);
+			v = fe_value(dir, key);
+			if (v < 0 && d->order == 0)
+				v = fe_value(dir, "ring-ref");
+			CHECK(v == c->ring_refs[i]);
+			CHECK(g_granted & (1ull << c->ring_refs[i]));
+		}
+	}
+}
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
+{
+	struct cursor c = { data, size };
+	struct fz_hdr h;
+	struct fz_key k;
+	struct be_ctx ctx = { .xs = (struct xs_handle *)&fz_plat, .plat = &fz_plat, .self = 0 };
+	struct backend_dev *d = NULL;
+	char num[8];
+	int rc;
+
+	init_once();
+	take(&c, &h, sizeof(h));
+	g_granted = h.granted;
+	g_ports = h.ports;
+	nmapped_refs = 0;
+	tun_init();
+	snprintf(num, sizeof(num), "%u", h.max_queues % 8 + 1);
+	CHECK(!tun_set(TUN_MAX_QUEUES, num, false));
+	snprintf(num, sizeof(num), "%u", h.max_order % 6);
+	CHECK(!tun_set(TUN_MAX_RING_PAGE_ORDER, num, false));
+	CHECK(!tun_set(TUN_FEATURE_PERSISTENT, h.flags & 1 ? "1" : "0", false));
+	snprintf(num, sizeof(num), "%u", h.max_indirect % 1025);
+	tun_set(TUN_MAX_INDIRECT_SEGMENTS, num, false);   /* may be out of range */
+
+	toolstack_keys(h.flags & 2);
+	rc = be_dev_probe(&ctx, BE_PATH, &d);
+	CHECK(d != NULL);
+	if (rc == 0) {
+		while (take(&c, &k, sizeof(k))) {
+			uint8_t val[48];
+			size_t len = k.len % 48;
+
+			take(&c, val, len);
+			frontend_key(&k, val, len);
+		}
+		if (!(h.flags & 8)) {
+			snprintf(num, sizeof(num), "%u", h.fe_state % 8);
+			put(FE_PATH, "state", num);
+		}
+		be_dev_changed(d);
+		if (getenv("FUZZ_VERBOSE"))
+			fprintf(stderr, "state %d fatal %d queues %u order %u persistent %d\n",
+				d->state, d->fatal, d->nr_queues, d->order, d->persistent);
+		if (d->state == XenbusStateConnected)
+			check_connected(d, h.max_queues % 8 + 1, h.max_order % 6);
+		if (h.flags & 4)
+			be_dev_changed(d);          /* the same event twice */
+	}
+	put(FE_PATH, "state", "6");                 /* the frontend closes */
+	be_dev_changed(d);
+	be_dev_remove(d);
+	CHECK(live_maps == 0 && bound_ports == 0 && open_handles == 0);
+	xclear();
+	return 0;
+}

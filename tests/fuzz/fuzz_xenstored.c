@@ -1,0 +1,366 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * fuzz_xenstored: wire messages against the real xbd-xenstored code, in
+ * process.
+ *
+ * The daemon's files (every xenstore/ source but main.c, whose only shared
+ * definition, epoll_fd, is given here) are linked as they are.  Each input
+ * starts a fresh store (db_init), introduces domain 1 (as the toolstack
+ * does before the guest connects) and opens two connections with
+ * socketpairs, exactly as accept() would: a privileged one (domain 0) and
+ * an unprivileged one (domain 1).  The input is a series of chunks; each
+ * is written to one connection's socket and the daemon's own handlers run
+ * (conn_handle, conn_run_backlog, conn_reap) as its epoll loop would.  A
+ * chunk is either raw bytes (any framing, any header) or one message
+ * whose header the harness builds (any type, tx id and payload, correct
+ * length).  Connections may be closed and opened again mid-stream.
+ *
+ * Checked after every chunk, on every byte the daemon sends back: each
+ * message has a valid header (type known, len <= 4096), an ERROR carries
+ * one of xsd_errors' names, a WATCH_EVENT two strings.  At the end of each
+ * input: every node of the store is reachable from "/" through the child
+ * lists and no other node exists (the CONTROL "check" invariant), each
+ * domain's node count equals the nodes it owns, and everything is freed
+ * (LeakSanitizer).
+ *
+ * Input layout: chunks of struct fz_chunk + len payload bytes.
+ */
+#include <dirent.h>
+#include <errno.h>
+#include <ftw.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/epoll.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include "xenstore/xenstored.h"
+#include "log.h"
+#include "tests/fuzz/fuzz.h"
+
+/* main.c's one definition the other files use. */
+int epoll_fd = -1;
+
+#define FZ_GUEST 1u
+
+struct fz_chunk {
+	uint8_t sel;           /* bit0 unprivileged conn, bit1 raw bytes,
+				* bit2 do not read replies, bit3 close the
+				* connection after the chunk */
+	uint8_t type;          /* built messages: XS_* */
+	uint8_t tx_id;         /* built messages */
+	uint16_t len;          /* payload bytes that follow (% 4200) */
+} __attribute__((packed));
+
+struct side {
+	struct conn *c;        /* the daemon's end; NULL when closed */
+	int peer;              /* our end */
+	uint8_t buf[2 * (XS_HDR_SIZE + XS_MAX_PAYLOAD)];
+	size_t have;
+};
+
+static struct side sides[2];
+static struct quotas quota_default;
+static struct perm intro_default[8], release_default[8];
+static uint32_t nintro_default, nrelease_default;
+static char rundir_buf[64];
+
+/* ---- replies ---------------------------------------------------------- */
+
+static bool is_error_name(const char *s, size_t len)
+{
+	for (size_t i = 0; i < sizeof(xsd_errors) / sizeof(xsd_errors[0]); i++)
+		if (strlen(xsd_errors[i].errstring) + 1 == len &&
+		    !memcmp(xsd_errors[i].errstring, s, len))
+			return true;
+	return false;
+}
+
+static void check_msg(const struct xsd_sockmsg *h, const uint8_t *body)
+{
+	CHECK(h->type < XS_TYPE_COUNT && h->len <= XS_MAX_PAYLOAD);
+	if (getenv("FUZZ_VERBOSE"))
+		fprintf(stderr, "reply type %u req %u len %u: %.*s\n", h->type,
+			h->req_id, h->len, (int)(h->len > 60 ? 60 : h->len), body);
+	if (h->type == XS_ERROR)
+		CHECK(is_error_name((const char *)body, h->len));
+	if (h->type == XS_WATCH_EVENT) {
+		const uint8_t *nul = memchr(body, 0, h->len);
+
+		CHECK(nul && memchr(nul + 1, 0, h->len - (size_t)(nul + 1 - body)));
+		CHECK(body[h->len - 1] == 0);
+	}
+}
+
+/* Read what the daemon sent on this side and check its framing. */
+static void drain(struct side *s)
+{
+	for (;;) {
+		ssize_t n = recv(s->peer, s->buf + s->have, sizeof(s->buf) - s->have,
+				 MSG_DONTWAIT);
+		struct xsd_sockmsg h;
+		size_t used = 0;
+
+		if (n <= 0)
+			return;
+		s->have += (size_t)n;
+		while (s->have - used >= XS_HDR_SIZE) {
+			memcpy(&h, s->buf + used, XS_HDR_SIZE);
+			CHECK(h.len <= XS_MAX_PAYLOAD);
+			if (s->have - used < XS_HDR_SIZE + h.len)
+				break;
+			check_msg(&h, s->buf + used + XS_HDR_SIZE);
+			used += XS_HDR_SIZE + h.len;
+		}
+		memmove(s->buf, s->buf + used, s->have - used);
+		s->have -= used;
+	}
+}
+
+/* ---- connections ------------------------------------------------------ */
+
+static void side_open(struct side *s, bool priv)
+{
+	int sv[2];
+
+	CHECK(socketpair(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0, sv) == 0);
+	CHECK(conn_new(sv[0], priv ? 0 : FZ_GUEST, priv) == 0);
+	s->c = conns;          /* conn_new puts it at the head */
+	CHECK(s->c->fd == sv[0]);
+	s->peer = sv[1];
+	s->have = 0;
+}
+
+static void side_close(struct side *s)
+{
+	if (s->peer >= 0)
+		close(s->peer);
+	s->peer = -1;
+	s->c = NULL;
+}
+
+/* One turn of the daemon's loop for our connections. */
+static void daemon_turn(bool read_replies)
+{
+	for (int k = 0; k < 4; k++) {
+		for (int i = 0; i < 2; i++)
+			if (sides[i].c)
+				conn_handle(sides[i].c, EPOLLIN | EPOLLOUT);
+		bool more = conn_run_backlog();
+		for (int i = 0; i < 2; i++) {
+			if (sides[i].c && read_replies)
+				drain(&sides[i]);
+			if (sides[i].c && sides[i].c->dead)
+				side_close(&sides[i]);  /* conn_reap frees it */
+		}
+		conn_reap();
+		if (!more)
+			break;
+	}
+}
+
+/* ---- invariants ------------------------------------------------------- */
+
+static long owned[DOMID_MAX_VALID + 1];
+
+static void count_node(void *node, void *arg)
+{
+	struct node *n = node;
+
+	(*(size_t *)arg)++;
+	if (n->perms[0].domid <= DOMID_MAX_VALID)
+		owned[n->perms[0].domid]++;
+}
+
+static int count_reached(struct node *n, void *arg)
+{
+	(void)n;
+	(*(size_t *)arg)++;
+	return 0;
+}
+
+static void check_store(void)
+{
+	size_t total = 0, reached = 0;
+
+	memset(owned, 0, sizeof(owned));
+	db_foreach(count_node, &total);
+	CHECK(db_walk("/", count_reached, &reached) == 0);
+	CHECK(total == reached);
+	/* Domains owning nodes, and the low ids the seeds use (looking up
+	 * all 32k ids per input would halve the execution rate). */
+	for (uint32_t d = 1; d <= DOMID_MAX_VALID; d++) {
+		struct domain *dom;
+
+		if (!owned[d] && d > 64)
+			continue;
+		dom = domain_get(d, false);
+		CHECK(dom ? dom->nodes == owned[d] : owned[d] == 0);
+	}
+}
+
+/* ---- setup and teardown ----------------------------------------------- */
+
+static int rm_entry(const char *path, const struct stat *st, int flag, struct FTW *f)
+{
+	(void)st;
+	(void)flag;
+	(void)f;
+	return remove(path);
+}
+
+static void cleanup_rundir(void)
+{
+	nftw(rundir_buf, rm_entry, 16, FTW_DEPTH | FTW_PHYS);
+}
+
+static void init_once(void)
+{
+	static bool done;
+
+	if (done)
+		return;
+	done = true;
+	snprintf(rundir_buf, sizeof(rundir_buf), "/tmp/fuzz-xenstored.XXXXXX");
+	CHECK(mkdtemp(rundir_buf));
+	atexit(cleanup_rundir);
+	rundir = rundir_buf;
+	epoll_fd = epoll_create1(EPOLL_CLOEXEC);
+	CHECK(epoll_fd >= 0);
+	quota_default = quota;
+	memcpy(intro_default, special_intro, sizeof(intro_default));
+	memcpy(release_default, special_release, sizeof(release_default));
+	nintro_default = nspecial_intro;
+	nrelease_default = nspecial_release;
+	xbd_log_init("fuzz_xenstored", XBD_LOG_ERR, false);
+}
+
+static void reset_globals(void)
+{
+	quota = quota_default;
+	memcpy(special_intro, intro_default, sizeof(intro_default));
+	memcpy(special_release, release_default, sizeof(release_default));
+	nspecial_intro = nintro_default;
+	nspecial_release = nrelease_default;
+	xbd_log_set_level(XBD_LOG_ERR);
+	db_dirty = false;
+}
+
+static void send_all(struct side *s, const uint8_t *p, size_t n);
+
+/* A message on the privileged connection, as the toolstack sends it. */
+static void toolstack(uint32_t type, const char *payload, uint32_t len)
+{
+	struct xsd_sockmsg h = { type, 0, 0, len };
+
+	send_all(&sides[0], (const uint8_t *)&h, sizeof(h));
+	send_all(&sides[0], (const uint8_t *)payload, len);
+	daemon_turn(true);
+}
+
+/* A fresh store, domain 1 introduced with its home directory (owned by
+ * it, as libxl creates it), and both connections open. */
+static void start(void)
+{
+	static const char home[] = "/local/domain/1";
+	static const char perms[] = "/local/domain/1\0n1";
+
+	reset_globals();
+	CHECK(db_init(true) == 0);
+	CHECK(domain_introduce(FZ_GUEST) == 0);
+	side_open(&sides[0], true);
+	side_open(&sides[1], false);
+	toolstack(XS_MKDIR, home, sizeof(home));
+	toolstack(XS_SET_PERMS, perms, sizeof(perms));
+}
+
+static void stop(void)
+{
+	for (int i = 0; i < 2; i++)
+		if (sides[i].c)
+			drain(&sides[i]);
+	conn_shutdown();
+	for (int i = 0; i < 2; i++)
+		side_close(&sides[i]);
+	check_store();
+	domain_shutdown();
+	db_destroy();
+}
+
+/* ---- one input ---------------------------------------------------------- */
+
+static void send_all(struct side *s, const uint8_t *p, size_t n)
+{
+	for (int full = 0; n && full < 64;) {
+		ssize_t k = send(s->peer, p, n, MSG_DONTWAIT | MSG_NOSIGNAL);
+
+		if (k <= 0) {
+			daemon_turn(true);  /* the socket is full: let it read */
+			if (!s->c)
+				return;
+			full++;
+			continue;
+		}
+		p += k;
+		n -= (size_t)k;
+	}
+}
+
+static void one_chunk(const struct fz_chunk *ch, const uint8_t *payload, size_t len)
+{
+	struct side *s = &sides[ch->sel & 1];
+	static uint32_t req_id;
+
+	if (!s->c) {
+		/* The guest can connect only while its domain is introduced. */
+		if ((ch->sel & 1) && !domain_get(FZ_GUEST, false)->introduced)
+			return;
+		side_open(s, !(ch->sel & 1));
+	}
+	if (ch->sel & 2) {
+		send_all(s, payload, len);
+	} else {
+		struct xsd_sockmsg h = { ch->type, ++req_id, ch->tx_id, (uint32_t)len };
+		uint8_t msg[XS_HDR_SIZE + 4200];
+
+		memcpy(msg, &h, XS_HDR_SIZE);
+		memcpy(msg + XS_HDR_SIZE, payload, len);
+		send_all(s, msg, XS_HDR_SIZE + len);
+	}
+	if (!s->c)
+		return;
+	daemon_turn(!(ch->sel & 4));
+	if ((ch->sel & 8) && s->c) {
+		/* The client hangs up: the daemon sees EOF. */
+		close(s->peer);
+		s->peer = -1;
+		conn_handle(s->c, EPOLLIN | EPOLLHUP);
+		CHECK(s->c->dead);
+		s->c = NULL;
+		conn_reap();
+	}
+}
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
+{
+	size_t off = 0;
+
+	init_once();
+	start();
+	for (int n = 0; off < size && n < 512; n++) {
+		struct fz_chunk ch = { 0 };
+		size_t k = size - off < sizeof(ch) ? size - off : sizeof(ch), len;
+
+		memcpy(&ch, data + off, k);
+		off += k;
+		len = ch.len % 4200;
+		if (len > size - off)
+			len = size - off;
+		one_chunk(&ch, data + off, len);
+		off += len;
+	}
+	stop();
+	return 0;
+}
