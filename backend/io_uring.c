@@ -129,6 +129,7 @@ static void complete(struct be_io *io, struct be_pending *p, int status)
 	be_stats_record_latency(s, now_ns() - p->start_ns);
 	be_stat_sub(&s->inflight, 1);
 	ring_put_rsp(io->cfg.ring, p->v.id, p->v.rsp_op, (int16_t)status);
+	ring_publish_rsps(io->cfg.ring);     /* see ring.h: restart safety */
 	io->rsps_to_push = true;
 	p->next = io->free;
 	io->free = p;

@@ -1,7 +1,11 @@
-# backend/: xbd-blkback.  Until the daemon can serve, the backend code is
-# built into libxbdbackend.a (so `make all` compiles it with -O2 -Werror)
-# and linked into the unit tests through tests/unit/test_*.deps.
+# backend/: xbd-blkback, the backend daemon.  Its code is also archived in
+# libxbdbackend.a; unit tests link the sources they need through
+# tests/unit/test_*.deps.
 BACKEND_SRCS := $(wildcard backend/*.c backend/storage/*.c)
+
+PROGS += xbd-blkback
+xbd-blkback_SRCS := $(BACKEND_SRCS)
+xbd-blkback_LDLIBS := -luring
 
 $(O)/lib/libxbdbackend.a: $(call obj,$(BACKEND_SRCS))
 	@mkdir -p $(dir $@)
@@ -14,3 +18,24 @@ all: $(O)/lib/libxbdbackend.a
 test_io_uring_LDLIBS := -luring
 test_gnt_LDLIBS := -luring
 test_be_queue_LDLIBS := -luring
+
+# The transport micro-benchmark (not installed): make be-xport-bench, then
+# $(O)/bench/xbd-be-xport-bench [iterations].  See Documentation/backend.md.
+XPORT_BENCH_SRCS := backend/bench/xport_bench.c backend/gnt.c backend/gntpool.c \
+	backend/tunables.c
+$(O)/bench/xbd-be-xport-bench: $(call obj,$(XPORT_BENCH_SRCS)) $(LIBXBD)
+	@mkdir -p $(dir $@)
+	$(CC) $(LDFLAGS) -o $@ $(filter %.o,$^) $(LIBXBD) $(XEN_LIBS) -lm
+.PHONY: be-xport-bench
+be-xport-bench: $(O)/bench/xbd-be-xport-bench
+test_be_xenbus_LDLIBS := -luring
+
+# One queue serving an in-process guest: make be-queue-bench, then
+# $(O)/bench/xbd-be-queue-bench FILE [--bs B] [--qd N] [--write] ...
+QUEUE_BENCH_SRCS := backend/bench/queue_bench.c $(filter-out backend/main.c \
+	backend/devtab.c backend/xenbus.c,$(BACKEND_SRCS))
+$(O)/bench/xbd-be-queue-bench: $(call obj,$(QUEUE_BENCH_SRCS)) $(LIBXBD)
+	@mkdir -p $(dir $@)
+	$(CC) $(LDFLAGS) -o $@ $(filter %.o,$^) $(LIBXBD) -luring $(XEN_LIBS) -lm
+.PHONY: be-queue-bench
+be-queue-bench: $(O)/bench/xbd-be-queue-bench

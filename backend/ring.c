@@ -70,7 +70,7 @@ struct x64_req_indirect {
 	uint32_t pad3;
 } __attribute__((packed));
 
-#define X64_REQ_SIZE 112u
+#define X64_REQ_SIZE 112u          /* also the x86_64 entry stride */
 #define X64_RSP_SIZE 16u
 
 static_assert(sizeof(struct blkif_request_segment) == 8, "segment");
@@ -95,6 +95,7 @@ static_assert(offsetof(struct blkif_request_indirect, indirect_grefs) ==
 static_assert(offsetof(struct blkif_request_discard, nr_sectors) ==
 	      offsetof(struct x64_req_discard, nr_sectors), "nr_sectors");
 static_assert(offsetof(struct blkif_response, status) == 10, "rsp status");
+static_assert(sizeof(union blkif_sring_entry) == X64_REQ_SIZE, "entry stride");
 #endif
 
 /* ---- x86_32 layout: uint64_t aligned to 4, so no pad before id --------- */
@@ -129,7 +130,7 @@ struct x32_req_indirect {
 	uint64_t pad2;          /* the i386 header pads it to 64 bytes */
 } __attribute__((packed));
 
-#define X32_REQ_SIZE 108u
+#define X32_REQ_SIZE 108u          /* also the x86_32 entry stride */
 #define X32_RSP_SIZE 12u
 
 static_assert(sizeof(struct x32_req_rw) == X32_REQ_SIZE, "x32 rw");
@@ -179,10 +180,6 @@ static size_t req_size(enum ring_abi abi)
 	return abi == RING_ABI_X86_32 ? X32_REQ_SIZE : X64_REQ_SIZE;
 }
 
-static size_t rsp_size(enum ring_abi abi)
-{
-	return abi == RING_ABI_X86_32 ? X32_RSP_SIZE : X64_RSP_SIZE;
-}
 
 /* ---- ABI and geometry --------------------------------------------------- */
 
@@ -234,16 +231,14 @@ static void copy_once(uint32_t *dst, const void *src, size_t words)
 		dst[i] = s[i];
 }
 
-static uint8_t *req_slot(const struct be_ring *r, RING_IDX idx)
+/* Ring entry idx.  An entry is the union of a request and a response
+ * (ring.h's __name##_sring_entry), so requests and responses share the
+ * stride of the larger, the request: 112 bytes (x86_64), 108 (x86_32).
+ * A response sits at the start of its entry. */
+static uint8_t *entry(const struct be_ring *r, RING_IDX idx)
 {
 	return (uint8_t *)r->sring + RING_HDR_SIZE +
 	       (size_t)(idx & (r->nr_ents - 1)) * req_size(r->abi);
-}
-
-static uint8_t *rsp_slot(const struct be_ring *r, RING_IDX idx)
-{
-	return (uint8_t *)r->sring + RING_HDR_SIZE +
-	       (size_t)(idx & (r->nr_ents - 1)) * rsp_size(r->abi);
 }
 
 int ring_attach(struct be_ring *r, void *sring, unsigned int order,
@@ -357,7 +352,7 @@ static void decode(const union slot_copy *c, struct ring_req *out)
 void ring_fetch_req(const struct be_ring *r, RING_IDX idx, struct ring_req *out)
 {
 	union slot_copy c;
-	const uint8_t *slot = req_slot(r, idx);
+	const uint8_t *slot = entry(r, idx);
 
 	/* The one read of the shared slot.  An x86_32 slot lands at the
 	 * x86_64 offsets: its first word (op, nr_segments/flag/indirect_op,
@@ -391,7 +386,7 @@ void ring_fetch_indirect_segs(void *const *pages, unsigned int n,
 
 void ring_put_rsp(struct be_ring *r, uint64_t id, uint8_t op, int16_t status)
 {
-	uint8_t *slot = rsp_slot(r, r->rsp_prod_pvt);
+	uint8_t *slot = entry(r, r->rsp_prod_pvt);
 	volatile uint32_t *id_words = (volatile uint32_t *)(void *)(slot + RSP_OFF_ID);
 
 	/* x86_32 slots are only 4-byte aligned: store id as two words. */
@@ -405,13 +400,18 @@ void ring_put_rsp(struct be_ring *r, uint64_t id, uint8_t op, int16_t status)
 	r->rsp_prod_pvt++;
 }
 
+void ring_publish_rsps(struct be_ring *r)
+{
+	/* wmb: the frontend sees the responses before the new rsp_prod. */
+	__atomic_thread_fence(__ATOMIC_RELEASE);
+	__atomic_store_n(&hdr(r)->rsp_prod, r->rsp_prod_pvt, __ATOMIC_RELAXED);
+}
+
 bool ring_push_rsps(struct be_ring *r)
 {
 	RING_IDX old = r->rsp_pushed, new = r->rsp_prod_pvt, event;
 
-	/* wmb: the frontend sees the responses before the new rsp_prod. */
-	__atomic_thread_fence(__ATOMIC_RELEASE);
-	__atomic_store_n(&hdr(r)->rsp_prod, new, __ATOMIC_RELAXED);
+	ring_publish_rsps(r);
 	r->rsp_pushed = new;
 	/* mb: rsp_prod is visible before we read rsp_event, so a frontend
 	 * that sets rsp_event after checking rsp_prod cannot be missed. */

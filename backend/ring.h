@@ -92,7 +92,7 @@ struct be_ring {
 	unsigned int nr_ents;   /* power of two */
 	RING_IDX req_cons;      /* next request to fetch; owned by queue thread */
 	RING_IDX rsp_prod_pvt;  /* next response slot; owned by queue thread */
-	RING_IDX rsp_pushed;    /* rsp_prod as we last published it */
+	RING_IDX rsp_pushed;    /* rsp_prod at the last notify decision */
 	bool broken;            /* latched by an overrun; never cleared */
 	RING_IDX bad_prod;      /* the req_prod that broke the ring */
 };
@@ -142,7 +142,9 @@ void ring_fetch_indirect_segs(void *const *pages, unsigned int n,
 			      struct blkif_request_segment *out);
 
 /*
- * Write a response into slot rsp_prod_pvt and advance rsp_prod_pvt.  Each
+ * Write a response at the start of ring entry rsp_prod_pvt (entries are
+ * request-sized: responses share the requests' stride) and advance
+ * rsp_prod_pvt.  Each
  * field is stored separately and the padding bytes are stored as zero, so
  * nothing of the backend's memory reaches the frontend.  Not visible to
  * the frontend until ring_push_rsps().
@@ -150,9 +152,18 @@ void ring_fetch_indirect_segs(void *const *pages, unsigned int n,
 void ring_put_rsp(struct be_ring *r, uint64_t id, uint8_t op, int16_t status);
 
 /*
- * RING_PUSH_RESPONSES_AND_CHECK_NOTIFY: write barrier, publish rsp_prod,
- * full barrier, then read rsp_event.  Returns true when the frontend asked
- * to be notified about one of the responses just published.
+ * Write barrier, then publish rsp_prod = rsp_prod_pvt, with no notify
+ * decision.  The queue loop calls it right after each ring_put_rsp(): a
+ * response overwrites the start of its request's entry, and a backend
+ * restarted after a crash re-reads every entry from rsp_prod on as a
+ * request, so a response must not sit unpublished longer than needed.
+ */
+void ring_publish_rsps(struct be_ring *r);
+
+/*
+ * RING_PUSH_RESPONSES_AND_CHECK_NOTIFY: publish, full barrier, then read
+ * rsp_event.  Returns true when the frontend asked to be notified about
+ * one of the responses published since the last call.
  */
 bool ring_push_rsps(struct be_ring *r);
 

@@ -48,7 +48,7 @@ static const struct tunable table[TUN_COUNT] = {
 		"feature_persistent", TUN_BOOL, 1, 0, 1, 0644,
 		"Offer persistent grants to newly connected frontends" },
 	[TUN_GRANT_COPY_MAX_BYTES] = {
-		"grant_copy_max_bytes", TUN_UINT, 8192, 0, 45056, 0644,
+		"grant_copy_max_bytes", TUN_UINT, 45056, 0, 45056, 0644,
 		"Without persistent grants, requests carrying at most this many bytes "
 		"are grant-copied into backend buffers instead of mapped (xbd only)" },
 };

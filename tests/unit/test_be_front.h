@@ -86,7 +86,7 @@ static inline void fe_wait(struct fe *fe, unsigned int n)
 		RING_IDX prod = __atomic_load_n((uint32_t *)fe->sring + 2, __ATOMIC_ACQUIRE);
 		for (; fe->rsp_cons != prod; fe->rsp_cons++)
 			memcpy(&fe->rsp[fe->nrsp++ % 256], (uint8_t *)fe->sring + 64 +
-			       (fe->rsp_cons & (fe->nr_ents - 1)) * 16, 16);
+			       (fe->rsp_cons & (fe->nr_ents - 1)) * 112, 16);
 	}
 	assert_int_equal(fe->nrsp, want);
 }

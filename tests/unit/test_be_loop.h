@@ -31,14 +31,17 @@ static inline int tmp_backing_file(char path[64], off_t size)
 	return fd;
 }
 
-/* losetup -f --show file -> dev ("/dev/loopN").  0 or -1. */
-static inline int loop_attach(const char *file, char dev[32])
+/* losetup -f --show [-b bs] file -> dev ("/dev/loopN").  0 or -1. */
+static inline int loop_attach_bs(const char *file, unsigned int bs, char dev[32])
 {
 	char cmd[160];
 	FILE *p;
 	int ok;
 
-	snprintf(cmd, sizeof(cmd), "losetup -f --show '%s'", file);
+	if (bs)
+		snprintf(cmd, sizeof(cmd), "losetup -f --show -b %u '%s'", bs, file);
+	else
+		snprintf(cmd, sizeof(cmd), "losetup -f --show '%s'", file);
 	p = popen(cmd, "r");
 	if (!p)
 		return -1;
@@ -47,6 +50,11 @@ static inline int loop_attach(const char *file, char dev[32])
 		return -1;
 	dev[strcspn(dev, "\n")] = '\0';
 	return strncmp(dev, "/dev/loop", 9) ? -1 : 0;
+}
+
+static inline int loop_attach(const char *file, char dev[32])
+{
+	return loop_attach_bs(file, 0, dev);
 }
 
 static inline void loop_detach(const char *dev)

@@ -170,6 +170,7 @@ static void test_copy_small_map_large(void **state)
 	struct fx *fx = *state;
 
 	assert_int_equal(start(fx, false), 0);
+	assert_int_equal(tun_set(TUN_GRANT_COPY_MAX_BYTES, "8192", true), 0);
 	write_read(fx, 0, 20, 2, 0, 10);                /* 8 KiB: copied */
 	assert_true(fx->x.stats.copied == 2 && fx->x.stats.mapped == 0);
 	write_read(fx, 40, 60, 11, 128, 20);            /* 44 KiB: mapped */

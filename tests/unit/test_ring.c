@@ -394,6 +394,14 @@ static void test_push_notify(void **state)
 	*hdr_word(&r, 3) = 10;
 	ring_put_rsp(&r, 5, 0, 0);
 	assert_false(ring_push_rsps(&r));        /* asked for a later one */
+	/* published at once, the notify decision still covers it later */
+	*hdr_word(&r, 3) = 6;
+	ring_put_rsp(&r, 6, 0, 0);
+	ring_publish_rsps(&r);
+	assert_int_equal(*hdr_word(&r, 2), 6);
+	ring_put_rsp(&r, 7, 0, 0);
+	assert_true(ring_push_rsps(&r));         /* 6 was asked for */
+	assert_int_equal(*hdr_word(&r, 2), 7);
 	assert_false(ring_push_rsps(&r));        /* nothing new */
 	munmap(m, 4096);
 }
@@ -404,20 +412,23 @@ static void test_rsp_layout(void **state)
 	for (int abi = 0; abi <= 1; abi++) {
 		struct be_ring r;
 		uint8_t *m = ring_mem(0);
-		size_t sz = lay(abi)->rsp;
+		size_t sz = lay(abi)->rsp, stride = lay(abi)->req;
 
 		memset(m + 64, 0xaa, 4096 - 64);
 		assert_int_equal(ring_attach(&r, m, 0, abi), 0);
-		r.rsp_prod_pvt = r.req_cons = 33;     /* slot 1, wrapped */
+		r.rsp_prod_pvt = r.req_cons = 33;     /* entry 1, wrapped */
 		ring_put_rsp(&r, 0x1122334455667788ull, BLKIF_OP_WRITE, BLKIF_RSP_EOPNOTSUPP);
 		const uint8_t want[16] = { 0x88, 0x77, 0x66, 0x55, 0x44, 0x33, 0x22, 0x11,
 					   BLKIF_OP_WRITE, 0, 0xfe, 0xff, 0, 0, 0, 0 };
-		uint8_t *s = m + 64 + sz;
+		/* a response sits at the start of its request-sized entry */
+		uint8_t *s = m + 64 + stride;
+		if (abi == RING_ABI_X86_64)     /* where ring.h's union puts it */
+			assert_ptr_equal(s, &((struct blkif_sring *)(void *)m)->ring[1].rsp);
 		assert_memory_equal(s, want, sz);
-		for (size_t i = 0; i < sz; i++)
-			assert_int_equal(m[64 + i], 0xaa);          /* slot 0 */
-		for (size_t i = 0; i < 16; i++)
-			assert_int_equal(s[sz + i], 0xaa);          /* slot 2 */
+		for (size_t i = 0; i < stride; i++)
+			assert_int_equal(m[64 + i], 0xaa);          /* entry 0 */
+		for (size_t i = sz; i < stride + 16; i++)
+			assert_int_equal(s[i], 0xaa);               /* rest, entry 2 */
 		assert_int_equal(r.rsp_prod_pvt, 34);
 		munmap(m, 4096);
 	}

@@ -154,6 +154,22 @@ static void test_loop_device(void **state)
 	storage_close(&s);
 }
 
+/* A 4Kn disk: the loop device's logical block becomes sector-size. */
+static void test_loop_device_4k(void **state)
+{
+	struct fx *fx = *state;
+	struct storage s;
+	struct storage_opts o = { 0 }, small = { .sector_size = 512 };
+
+	assert_int_equal(loop_attach_bs(fx->file, 4096, fx->dev), 0);
+	assert_int_equal(storage_open(fx->dev, &small, &s), -EINVAL);  /* below the device's */
+	assert_int_equal(storage_open(fx->dev, &o, &s), 0);
+	assert_int_equal(s.logical_block, 4096);
+	assert_int_equal(s.physical_block, 4096);
+	assert_true(s.size == 8u << 20);
+	storage_close(&s);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -161,6 +177,7 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_file_options, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_open_errors, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_loop_device, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_loop_device_4k, setup, teardown),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -1,0 +1,227 @@
+/* SPDX-License-Identifier: MIT */
+/* backend/devtab.c: devices of the control thread.  See devtab.h. */
+#include <errno.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "backend/devtab.h"
+#include "backend/xenbus.h"
+#include "log.h"
+
+#define TOKEN_BE "be"
+#define TOKEN_FE "fe"
+
+static struct backend_dev *find_be(const struct devtab *t, const char *be_path)
+{
+	for (unsigned int i = 0; i < t->n; i++)
+		if (!strcmp(t->dev[i]->be_path, be_path))
+			return t->dev[i];
+	return NULL;
+}
+
+static struct backend_dev *find_fe(const struct devtab *t, const char *path)
+{
+	for (unsigned int i = 0; i < t->n; i++) {
+		size_t l = strlen(t->dev[i]->fe_path);
+
+		if (l && !strncmp(t->dev[i]->fe_path, path, l) &&
+		    (path[l] == '/' || !path[l]))
+			return t->dev[i];
+	}
+	return NULL;
+}
+
+static int add(struct devtab *t, struct backend_dev *d)
+{
+	char w[BE_PATH_MAX + 8];
+
+	if (t->n == t->cap) {
+		unsigned int cap = t->cap ? 2 * t->cap : 16;
+		struct backend_dev **v = realloc(t->dev, cap * sizeof(*v));
+
+		if (!v)
+			return -ENOMEM;
+		t->dev = v;
+		t->cap = cap;
+	}
+	t->dev[t->n++] = d;
+	if (d->fe_path[0]) {
+		snprintf(w, sizeof(w), "%s/state", d->fe_path);
+		xbd_xs_watch(t->ctx.xs, w, TOKEN_FE);
+	}
+	return 0;
+}
+
+static void drop(struct devtab *t, struct backend_dev *d)
+{
+	char w[BE_PATH_MAX + 8];
+
+	for (unsigned int i = 0; i < t->n; i++) {
+		if (t->dev[i] != d)
+			continue;
+		t->dev[i] = t->dev[--t->n];
+		if (d->fe_path[0]) {
+			snprintf(w, sizeof(w), "%s/state", d->fe_path);
+			xbd_xs_unwatch(t->ctx.xs, w, TOKEN_FE);
+		}
+		log_info("%s: removed", d->be_path);
+		be_dev_remove(d);             /* drops the table's reference */
+		return;
+	}
+}
+
+/* A device directory appeared or changed.  adopt: probe whatever its
+ * state (start-up); else only a new device (state Initialising). */
+static void touch(struct devtab *t, const char *be_path, bool adopt)
+{
+	struct backend_dev *d = find_be(t, be_path);
+	enum xenbus_state s = XenbusStateUnknown;
+	unsigned int online = 0;
+
+	if (d) {
+		if (be_dev_changed(d) == BE_DEV_REMOVE)
+			drop(t, d);
+		return;
+	}
+	if (xbd_xs_read_uint(t->ctx.xs, XBT_NULL, be_path, "online", 0, 1, &online) || !online ||
+	    xbd_xenbus_read_state(t->ctx.xs, XBT_NULL, be_path, &s) ||
+	    (!adopt && s != XenbusStateInitialising) ||
+	    xbd_xs_exists(t->ctx.xs, XBT_NULL, be_path, "frontend") != 1)
+		return;                       /* not (or no longer) ours to serve */
+	d = NULL;
+	be_dev_probe(&t->ctx, be_path, &d);   /* failures end in an error node */
+	if (!d)
+		return;
+	log_info("%s: probed", be_path);
+	if (add(t, d)) {
+		be_dev_remove(d);
+		return;
+	}
+	if (be_dev_changed(d) == BE_DEV_REMOVE)   /* the frontend may be ahead */
+		drop(t, d);
+}
+
+/* ".../backend/vbd/<fe>/<devid>[/...]" -> the device path, or -1. */
+static int device_path(const struct devtab *t, const char *path, char *out, size_t len)
+{
+	size_t bl = strlen(t->base);
+	unsigned int fe, devid;
+	int end = 0;
+
+	if (strncmp(path, t->base, bl) || path[bl] != '/' ||
+	    sscanf(path + bl, "/%u/%u%n", &fe, &devid, &end) != 2 ||
+	    (path[bl + end] && path[bl + end] != '/'))
+		return -1;
+	snprintf(out, len, "%.*s", (int)(bl + end), path);
+	return 0;
+}
+
+static void adopt_all(struct devtab *t)
+{
+	char **fes = NULL, **ids = NULL, dir[BE_PATH_MAX], dev[BE_PATH_MAX + 16];
+	char checked[BE_PATH_MAX + 16];
+	unsigned int nf = 0, ni = 0;
+
+	if (xbd_xs_directory(t->ctx.xs, XBT_NULL, t->base, NULL, &fes, &nf))
+		return;
+	for (unsigned int i = 0; i < nf; i++) {
+		snprintf(dir, sizeof(dir), "%s/%s", t->base, fes[i]);
+		if (xbd_xs_directory(t->ctx.xs, XBT_NULL, dir, NULL, &ids, &ni))
+			continue;
+		for (unsigned int j = 0; j < ni; j++) {
+			snprintf(dev, sizeof(dev), "%s/%s", dir, ids[j]);
+			if (device_path(t, dev, checked, sizeof(checked)) == 0 &&
+			    !strcmp(dev, checked))
+				touch(t, dev, true);
+		}
+		free(ids);
+	}
+	free(fes);
+}
+
+int devtab_start(struct devtab *t, const struct be_ctx *ctx)
+{
+	memset(t, 0, sizeof(*t));
+	t->ctx = *ctx;
+	snprintf(t->base, sizeof(t->base), "/local/domain/%u/backend/vbd", ctx->self);
+	int rc = xbd_xs_watch(ctx->xs, t->base, TOKEN_BE);
+	if (rc)
+		return rc;
+	adopt_all(t);
+	return 0;
+}
+
+int devtab_events(struct devtab *t)
+{
+	char path[XBD_XS_PATH_MAX], token[16], dev[BE_PATH_MAX];
+	int rc;
+
+	while ((rc = xbd_xs_next_event(t->ctx.xs, path, sizeof(path), token, sizeof(token))) == 1) {
+		if (!strcmp(token, TOKEN_FE)) {
+			struct backend_dev *d = find_fe(t, path);
+
+			if (d && be_dev_changed(d) == BE_DEV_REMOVE)
+				drop(t, d);
+		} else if (device_path(t, path, dev, sizeof(dev)) == 0) {
+			touch(t, dev, false);
+		}
+	}
+	return rc;
+}
+
+unsigned int devtab_pollfds(struct devtab *t, struct pollfd *fds, unsigned int max)
+{
+	unsigned int k = 0;
+
+	for (unsigned int i = 0; i < t->n; i++)
+		for (unsigned int q = 0; q < t->dev[i]->nr_queues && k < max; q++)
+			fds[k++] = (struct pollfd){ t->dev[i]->queues[q].done_fd, POLLIN, 0 };
+	return k;
+}
+
+void devtab_queue_done(struct devtab *t, int fd)
+{
+	for (unsigned int i = 0; i < t->n; i++)
+		for (unsigned int q = 0; q < t->dev[i]->nr_queues; q++)
+			if (t->dev[i]->queues[q].done_fd == fd) {
+				be_dev_queue_done(t->dev[i], q);
+				return;
+			}
+}
+
+void devtab_dump_stats(const struct devtab *t, FILE *f)
+{
+	for (unsigned int i = 0; i < t->n; i++) {
+		const struct backend_dev *d = t->dev[i];
+		struct be_stats s = { 0 };
+
+		for (unsigned int q = 0; q < d->nr_queues; q++)
+			be_stats_add_to(&s, &d->queues[q].stats);
+		fprintf(f, "vbd-%u-%u: queues %u oo_req %" PRIu64 " rd_req %" PRIu64
+			" wr_req %" PRIu64 " f_req %" PRIu64 " ds_req %" PRIu64
+			" rd_sect %" PRIu64 " wr_sect %" PRIu64 " inflight %" PRIu64,
+			d->fe_domid, d->devid, d->nr_queues, s.oo_req, s.rd_req, s.wr_req,
+			s.f_req, s.ds_req, s.rd_sect, s.wr_sect, s.inflight);
+		/* latency histogram: "lat_us <from>:<count> ..." for non-empty
+		 * buckets; bucket b holds [2^b, 2^(b+1)) us, bucket 0 below 2 us */
+		fprintf(f, " lat_us");
+		for (unsigned int b = 0; b < BE_LAT_BUCKETS; b++)
+			if (s.lat[b])
+				fprintf(f, " %u:%" PRIu64, b ? 1u << b : 0, s.lat[b]);
+		fputc('\n', f);
+	}
+}
+
+void devtab_stop(struct devtab *t)
+{
+	while (t->n) {
+		struct backend_dev *d = t->dev[--t->n];
+
+		be_dev_remove(d);             /* drops the table's reference */
+	}
+	free(t->dev);
+	t->dev = NULL;
+	t->cap = 0;
+}

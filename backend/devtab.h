@@ -1,0 +1,43 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * The control thread's table of devices: it turns xenstore watch events
+ * into probes, state changes and removals, adopts the devices present at
+ * start, collects the queues that ended on their own, and dumps
+ * statistics.  Everything here runs on the control thread only.
+ */
+#ifndef XBD_BACKEND_DEVTAB_H
+#define XBD_BACKEND_DEVTAB_H
+
+#include <poll.h>
+#include <stdio.h>
+
+#include "backend/blkif.h"
+
+struct devtab {
+	struct be_ctx ctx;
+	char base[64];                 /* /local/domain/<self>/backend/vbd */
+	struct backend_dev **dev;      /* each holds the table's reference */
+	unsigned int n, cap;
+};
+
+/* Watch the backend/vbd directory and adopt every device under it whose
+ * online is 1.  0 or -errno (the watch could not be set). */
+int devtab_start(struct devtab *t, const struct be_ctx *ctx);
+
+/* Handle every pending watch event.  0 or -errno (connection lost). */
+int devtab_events(struct devtab *t);
+
+/* Poll entries for the done_fd of every running queue, after base[0..n);
+ * returns how many were added (at most max). */
+unsigned int devtab_pollfds(struct devtab *t, struct pollfd *fds, unsigned int max);
+/* A done_fd polled readable: report its queue through be_fatal. */
+void devtab_queue_done(struct devtab *t, int fd);
+
+/* One line per device with its statistics summed over its queues. */
+void devtab_dump_stats(const struct devtab *t, FILE *f);
+
+/* Stop every device's queues and drop the table (xenstore untouched, so
+ * a restarted backend adopts the devices again). */
+void devtab_stop(struct devtab *t);
+
+#endif

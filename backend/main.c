@@ -1,0 +1,288 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * xbd-blkback: the backend daemon.
+ *
+ * Threading model (see Documentation/backend.md):
+ *   - one control thread, this one: it owns the xenstore connection, the
+ *     device table (backend/devtab.c) and every struct backend_dev, and
+ *     sleeps in one poll() on the xenstore watch fd, a signalfd and the
+ *     done_fd of every queue;
+ *   - one thread per queue (backend/queue.c), with its own io_uring,
+ *     grant and event-channel handles; the control thread starts and
+ *     joins them and touches nothing of theirs while they run, except
+ *     the statistics (read-only, single writer).
+ * Signals: SIGTERM/SIGINT stop every queue and exit (xenstore is left as
+ * it is, so a restarted backend adopts the devices again); SIGUSR1 writes
+ * the statistics of every device to $rundir/xbd-blkback.stats.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <getopt.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/signalfd.h>
+#include <unistd.h>
+
+#include "backend/devtab.h"
+#include "backend/tunables.h"
+#include "log.h"
+
+struct options {
+	enum xbd_platform_kind platform;
+	const char *rundir, *pid_file;
+	bool foreground;
+	unsigned int domid;
+	enum xbd_log_level level;
+};
+
+static void usage(FILE *f)
+{
+	fprintf(f,
+"Usage: xbd-blkback [OPTION]... [--TUNABLE=VALUE]...\n"
+"Serve the vbd devices of this domain (xenstore backend/vbd) over blkif.\n"
+"\n"
+"  -p, --platform KIND      auto|xen|local (default auto)\n"
+"  -R, --rundir DIR         the local machine's directory (default $XBD_RUNDIR\n"
+"                           or /run/xbd); holds xenstored.sock and the stats\n"
+"  -d, --domid N            the domain this backend runs in (default 0)\n"
+"  -N, --foreground         do not daemonize; log to stderr\n"
+"  -F, --pid-file FILE      write the pid to FILE\n"
+"  -l, --log-level LEVEL    err|warn|info|debug (default warn)\n"
+"  -h, --help               this text\n"
+"\n"
+"Tunables (Linux xen-blkback's names; Documentation/ABI/backend-tunables):\n");
+	for (int i = 0; i < TUN_COUNT; i++)
+		fprintf(f, "  --%s=N\n", tun_info(i)->name);
+	fprintf(f, "\nkill -USR1 writes every device's statistics to "
+		   "$rundir/xbd-blkback.stats.\n");
+}
+
+/* Fixed options, then one long option per tunable (val 1000 + id). */
+static struct option *long_options(void)
+{
+	static const struct option fixed[] = {
+		{ "platform", required_argument, NULL, 'p' },
+		{ "rundir", required_argument, NULL, 'R' },
+		{ "domid", required_argument, NULL, 'd' },
+		{ "foreground", no_argument, NULL, 'N' },
+		{ "pid-file", required_argument, NULL, 'F' },
+		{ "log-level", required_argument, NULL, 'l' },
+		{ "help", no_argument, NULL, 'h' },
+	};
+	size_t nf = sizeof(fixed) / sizeof(fixed[0]);
+	struct option *o = calloc(nf + TUN_COUNT + 1, sizeof(*o));
+
+	if (!o)
+		return NULL;
+	memcpy(o, fixed, sizeof(fixed));
+	for (int i = 0; i < TUN_COUNT; i++)
+		o[nf + i] = (struct option){ tun_info(i)->name, required_argument, NULL, 1000 + i };
+	return o;
+}
+
+static int parse_one(struct options *o, int c, const char *arg)
+{
+	char *end;
+
+	switch (c) {
+	case 'p': return xbd_platform_kind_parse(arg, &o->platform);
+	case 'R': o->rundir = arg; return 0;
+	case 'N': o->foreground = true; return 0;
+	case 'F': o->pid_file = arg; return 0;
+	case 'l': return xbd_log_parse_level(arg, &o->level);
+	case 'd':
+		o->domid = (unsigned int)strtoul(arg, &end, 10);
+		return *arg && !*end && o->domid <= XBD_DOMID_MAX ? 0 : -EINVAL;
+	default:
+		if (c >= 1000 && c < 1000 + TUN_COUNT)
+			return tun_set((enum tun_id)(c - 1000), arg, false);
+		return -EINVAL;
+	}
+}
+
+/* 0, 1 for --help, or -EINVAL (message printed). */
+static int parse(int argc, char **argv, struct options *o)
+{
+	struct option *lo = long_options();
+	int c, rc = lo ? 0 : -ENOMEM;
+
+	while (!rc && (c = getopt_long(argc, argv, "p:R:d:NF:l:h", lo, NULL)) != -1) {
+		if (c == 'h')
+			rc = 1;
+		else if (c == '?' || parse_one(o, c, optarg)) {
+			fprintf(stderr, "xbd-blkback: bad option or value%s%s\n",
+				optarg ? ": " : "", optarg ? optarg : "");
+			rc = -EINVAL;
+		}
+	}
+	if (!rc && optind < argc) {
+		fprintf(stderr, "xbd-blkback: unexpected argument %s\n", argv[optind]);
+		rc = -EINVAL;
+	}
+	free(lo);
+	return rc;
+}
+
+static int write_pid_file(const char *file)
+{
+	FILE *f = fopen(file, "we");
+	int rc;
+
+	if (!f)
+		return -errno;
+	rc = fprintf(f, "%d\n", (int)getpid()) < 0 ? -EIO : 0;
+	return fclose(f) && !rc ? -errno : rc;
+}
+
+static void dump_stats(const struct devtab *t, const char *rundir)
+{
+	char path[512], tmp[520];
+	FILE *f;
+
+	snprintf(path, sizeof(path), "%s/xbd-blkback.stats", rundir);
+	snprintf(tmp, sizeof(tmp), "%s.tmp", path);
+	f = fopen(tmp, "we");
+	if (!f) {
+		log_warn("cannot write %s: %s", tmp, strerror(errno));
+		return;
+	}
+	devtab_dump_stats(t, f);
+	if (fclose(f) == 0 && rename(tmp, path) == 0)
+		return;
+	log_warn("cannot write %s: %s", path, strerror(errno));
+}
+
+/* One signal: 1 to stop, 0 to go on. */
+static int on_signal(int sfd, const struct devtab *t, const char *rundir)
+{
+	struct signalfd_siginfo si;
+
+	if (read(sfd, &si, sizeof(si)) != sizeof(si))
+		return 0;
+	if (si.ssi_signo == SIGUSR1) {
+		dump_stats(t, rundir);
+		return 0;
+	}
+	log_info("signal %u: stopping", si.ssi_signo);
+	return 1;
+}
+
+#define MAX_POLL 1024
+
+/* The control loop: returns 0 on a stop signal, -errno if xenstore went. */
+static int serve(struct devtab *t, int sfd, const char *rundir)
+{
+	static struct pollfd fds[MAX_POLL];
+
+	for (;;) {
+		unsigned int n = 2 + devtab_pollfds(t, fds + 2, MAX_POLL - 2);
+		int timeout = tun_get(TUN_LOG_STATS) ? 10000 : -1;
+		int rc;
+
+		fds[0] = (struct pollfd){ sfd, POLLIN, 0 };
+		fds[1] = (struct pollfd){ xbd_xs_watch_fd(t->ctx.xs), POLLIN, 0 };
+		rc = poll(fds, n, timeout);
+		if (rc < 0 && errno != EINTR)
+			return -errno;
+		if (rc == 0)
+			devtab_dump_stats(t, stderr);     /* log_stats */
+		if ((fds[0].revents & POLLIN) && on_signal(sfd, t, rundir))
+			return 0;
+		for (unsigned int i = 2; i < n; i++)
+			if (fds[i].revents & POLLIN)
+				devtab_queue_done(t, fds[i].fd);
+		if (fds[1].revents && (rc = devtab_events(t)) < 0)
+			return rc;
+	}
+}
+
+static int block_signals(void)
+{
+	sigset_t set;
+
+	sigemptyset(&set);
+	sigaddset(&set, SIGTERM);
+	sigaddset(&set, SIGINT);
+	sigaddset(&set, SIGUSR1);
+	signal(SIGPIPE, SIG_IGN);
+	if (pthread_sigmask(SIG_BLOCK, &set, NULL))   /* queue threads inherit it */
+		return -EINVAL;
+	int fd = signalfd(-1, &set, SFD_CLOEXEC | SFD_NONBLOCK);
+	return fd < 0 ? -errno : fd;
+}
+
+static int connect_xs(const struct options *o, struct xbd_platform *p, struct xs_handle **xs)
+{
+	char sock[512];
+	int rc;
+
+	if (xbd_platform_get_kind(p) == XBD_PLATFORM_XEN)
+		return xbd_xs_open(NULL, xs);
+	rc = xbd_xs_local_socket(o->rundir, sock, sizeof(sock));
+	return rc ? rc : xbd_xs_open(sock, xs);
+}
+
+static int run(const struct options *o)
+{
+	struct xbd_platform *p = NULL;
+	struct xs_handle *xs = NULL;
+	struct devtab t = { 0 };
+	int sfd = -1, rc;
+
+	rc = xbd_platform_open(o->platform, o->rundir, &p);
+	if (rc) {
+		log_err("cannot open the %s platform: %s", xbd_platform_kind_name(o->platform),
+			strerror(-rc));
+		goto out;
+	}
+	rc = connect_xs(o, p, &xs);
+	if (rc) {
+		log_err("cannot connect to xenstore: %s", strerror(-rc));
+		goto out;
+	}
+	rc = sfd = block_signals();
+	if (rc < 0)
+		goto out;
+	rc = devtab_start(&t, &(struct be_ctx){ .xs = xs, .plat = p, .self = (xbd_domid_t)o->domid });
+	if (rc) {
+		log_err("cannot watch backend/vbd: %s", strerror(-rc));
+		goto out;
+	}
+	rc = serve(&t, sfd, xbd_platform_rundir(p));
+	if (rc)
+		log_err("xenstore connection lost: %s", strerror(-rc));
+out:
+	devtab_stop(&t);
+	if (sfd >= 0)
+		close(sfd);
+	if (xs)
+		xs_close(xs);
+	if (p)
+		xbd_platform_close(p);
+	return rc ? 1 : 0;
+}
+
+int main(int argc, char **argv)
+{
+	struct options o = { .platform = XBD_PLATFORM_AUTO, .level = XBD_LOG_WARN };
+	int rc;
+
+	tun_init();
+	rc = parse(argc, argv, &o);
+	if (rc) {
+		usage(rc == 1 ? stdout : stderr);
+		return rc == 1 ? 0 : 2;
+	}
+	xbd_log_init("xbd-blkback", o.level, !o.foreground);
+	if (!o.foreground && daemon(0, 0) < 0) {
+		log_err("cannot daemonize: %s", strerror(errno));
+		return 1;
+	}
+	if (o.pid_file && (rc = write_pid_file(o.pid_file))) {
+		log_err("cannot write %s: %s", o.pid_file, strerror(-rc));
+		return 1;
+	}
+	return run(&o);
+}

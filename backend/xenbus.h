@@ -1,0 +1,60 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * The xenstore side of a vbd, on the control thread: probe (read what the
+ * toolstack wrote, open the storage, advertise, InitWait), negotiation
+ * with the frontend (queues, ring order and refs, event channels,
+ * protocol, persistent grants), the XenbusState machine, and be_fatal().
+ *
+ * The machine follows Linux xen-blkback's frontend_changed():
+ *   frontend Initialising, we are Closed -> InitWait (it reconnects)
+ *   frontend Initialised or Connected    -> disconnect (idempotent), read
+ *                                           its keys, start the queues,
+ *                                           publish the disk, Connected
+ *                                           (nothing if already Connected)
+ *   frontend Closing                      -> Closing
+ *   frontend Closed                       -> disconnect, Closed; removed
+ *                                           when the toolstack set online=0
+ *   frontend Unknown (gone)               -> disconnect, Closed, removed
+ * and, on our own directory: online=0 with no frontend using the device
+ * (as QEMU does) -> disconnect, Closed, removed; the directory removed ->
+ * removed.
+ */
+#ifndef XBD_BACKEND_XENBUS_H
+#define XBD_BACKEND_XENBUS_H
+
+#include "backend/blkif.h"
+
+/*
+ * Probe the device at be_path (".../backend/vbd/<fe>/<devid>").  On
+ * success *out holds one reference (the device table's).  A path that is
+ * not a vbd path: -EINVAL and nothing written.  Any later failure is
+ * reported through be_fatal() (an error node, Closing) and returned; the
+ * device is then still returned in *out, so the caller can follow its
+ * state until the toolstack removes it.
+ */
+int be_dev_probe(const struct be_ctx *ctx, const char *be_path,
+		 struct backend_dev **out);
+
+#define BE_DEV_REMOVE 1
+
+/* React to a change under our directory or of the frontend's state.
+ * Returns BE_DEV_REMOVE when the device must be removed, else 0. */
+int be_dev_changed(struct backend_dev *d);
+
+/* A queue's thread ended on its own (its frontend broke the ring): report
+ * it and disconnect the device.  Called when the queue's done_fd fires. */
+void be_dev_queue_done(struct backend_dev *d, unsigned int q);
+
+/* Disconnect, close the storage and drop the table's reference. */
+void be_dev_remove(struct backend_dev *d);
+
+/*
+ * Report a failure the frontend or the toolstack caused, as
+ * xenbus_dev_fatal: "<errno> <message>" in the error nodes, state
+ * Closing, and the queues stopped.  neg_errno must be a literal or a
+ * just-assigned -errno (STYLE anti-pattern 3).
+ */
+void be_fatal(struct backend_dev *d, int neg_errno, const char *fmt, ...)
+	__attribute__((format(printf, 3, 4)));
+
+#endif
