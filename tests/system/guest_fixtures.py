@@ -89,8 +89,10 @@ class Guest:
         return self.blkfront
 
     def fio(self, *args, timeout=120, env=None):
+        # verify_state_save=0 and cwd: no verify state files left behind
         r = subprocess.run([FIO, "--output-format=terse", "--terse-version=3",
-                            *args], capture_output=True, text=True,
+                            "--verify_state_save=0", *args],
+                           capture_output=True, text=True, cwd=self.rundir,
                            timeout=timeout, env=env or self.env)
         return r
 
