@@ -154,6 +154,23 @@ static void dump_stats(const struct devtab *t, const char *rundir)
 	log_warn("cannot write %s: %s", path, strerror(errno));
 }
 
+/* log_stats: every device's line through the logger (stderr, or syslog
+ * when daemonized), at warn level so the default level shows it. */
+static void log_stats(const struct devtab *t)
+{
+	char *buf = NULL, *line, *save = NULL;
+	size_t len = 0;
+	FILE *f = open_memstream(&buf, &len);
+
+	if (!f)
+		return;
+	devtab_dump_stats(t, f);
+	fclose(f);
+	for (line = strtok_r(buf, "\n", &save); line; line = strtok_r(NULL, "\n", &save))
+		log_warn("stats %s", line);
+	free(buf);
+}
+
 /* One signal: 1 to stop, 0 to go on. */
 static int on_signal(int sfd, const struct devtab *t, const char *rundir)
 {
@@ -187,7 +204,7 @@ static int serve(struct devtab *t, int sfd, const char *rundir)
 		if (rc < 0 && errno != EINTR)
 			return -errno;
 		if (rc == 0)
-			devtab_dump_stats(t, stderr);     /* log_stats */
+			log_stats(t);
 		if ((fds[0].revents & POLLIN) && on_signal(sfd, t, rundir))
 			return 0;
 		for (unsigned int i = 2; i < n; i++)
