@@ -88,7 +88,6 @@ void fe_dev_bufs_destroy(struct xbdfront_dev *dev)
 	if (dev->buf_gs)
 		xbd_gntshr_close(dev->buf_gs);
 	dev->buf_gs = NULL;
-	pthread_mutex_destroy(&dev->buf_lock);
 }
 
 static const struct fe_buf *buf_find(const struct xbdfront_dev *dev, const char *p, size_t len)

@@ -161,6 +161,7 @@ void xbdfront_close(struct xbdfront_dev *dev)
 		fe_xb_close(dev->xb, dev);   /* destroys the queues in its order */
 	fe_dev_destroy_queues(dev);
 	fe_dev_bufs_destroy(dev);
+	pthread_mutex_destroy(&dev->buf_lock);
 	pthread_mutex_destroy(&dev->info_lock);
 	free(dev->q);
 	free(dev);

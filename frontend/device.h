@@ -67,7 +67,8 @@ enum fe_abi fe_abi_from_public(enum xbdfront_abi abi);
  * them); NULL when the I/O must be bounced. */
 struct fe_frag *fe_dev_direct_frags(struct xbdfront_dev *dev, const struct iovec *iov,
 				    int iovcnt, unsigned int *n);
-/* Unshare every buffer and close their handle (xbdfront_close). */
+/* Unshare every buffer and close their handle; idempotent.  Must run
+ * while the domain is still claimed (before fe_xb_close releases it). */
 void fe_dev_bufs_destroy(struct xbdfront_dev *dev);
 
 #endif

@@ -5,25 +5,31 @@
  *   xbdfront-io [options] DOMID VDEV info     open, print what was negotiated
  *   xbdfront-io [options] DOMID VDEV verify   write patterns at random
  *                                             offsets, read them back, compare
+ *   xbdfront-io [options] DOMID VDEV bench    timed I/O at a queue depth
  *
- * One thread; the synchronous helpers drive the queues.  Exit status: 0
- * done, 1 failure (message on stderr), 2 usage.
+ * One thread: verify uses the synchronous helpers; bench keeps --qd I/Os
+ * in flight with the completion-queue API over every queue.  Exit status:
+ * 0 done, 1 failure (message on stderr), 2 usage.
  */
 #include <errno.h>
 #include <getopt.h>
 #include <inttypes.h>
+#include <poll.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "frontend/xbdfront.h"
 #include "lib/log.h"
 
 static const char usage[] =
-"usage: xbdfront-io [options] DOMID VDEV info|verify\n"
+"usage: xbdfront-io [options] DOMID VDEV info|verify|bench\n"
 "open virtual disk VDEV of local domain DOMID with libxbdfront and\n"
 "  info     print what was negotiated with the backend\n"
 "  verify   write patterns at random offsets, read back and compare\n"
+"  bench    keep --qd I/Os of --bs bytes in flight for --seconds; print\n"
+"           iops and MiB/s\n"
 "\n"
 "options:\n"
 "  --rundir DIR        the local machine's directory (default $XBD_RUNDIR)\n"
@@ -36,6 +42,11 @@ static const char usage[] =
 "  --abi x86_64|x86_32 ring layout (default native)\n"
 "  --bytes N           verify: bytes to write in all (default 4194304)\n"
 "  --seed N            verify: pattern and offset seed (default 1)\n"
+"  --rw MODE           bench: read, write, randread, randwrite (default randread)\n"
+"  --bs N              bench: bytes per I/O (default 4096)\n"
+"  --qd N              bench: I/Os in flight (default 32)\n"
+"  --seconds N         bench: duration (default 5)\n"
+"  --zero-copy         bench: buffers from xbdfront_buf_alloc (no bounce)\n"
 "  -v                  log debug messages\n";
 
 struct args {
@@ -44,10 +55,13 @@ struct args {
 	const char *vdev, *cmd;
 	uint64_t bytes;
 	unsigned int seed;
+	const char *rw;
+	unsigned int bs, qd, seconds;
+	bool zero_copy;
 };
 
 enum { O_RUNDIR = 256, O_PLATFORM, O_TIMEOUT, O_QUEUES, O_ORDER, O_INDIRECT,
-       O_NOPERS, O_ABI, O_BYTES, O_SEED };
+       O_NOPERS, O_ABI, O_BYTES, O_SEED, O_RW, O_BS, O_QD, O_SECONDS, O_ZC };
 
 static const struct option longopts[] = {
 	{ "rundir", required_argument, NULL, O_RUNDIR },
@@ -60,6 +74,11 @@ static const struct option longopts[] = {
 	{ "abi", required_argument, NULL, O_ABI },
 	{ "bytes", required_argument, NULL, O_BYTES },
 	{ "seed", required_argument, NULL, O_SEED },
+	{ "rw", required_argument, NULL, O_RW },
+	{ "bs", required_argument, NULL, O_BS },
+	{ "qd", required_argument, NULL, O_QD },
+	{ "seconds", required_argument, NULL, O_SECONDS },
+	{ "zero-copy", no_argument, NULL, O_ZC },
 	{ "help", no_argument, NULL, 'h' },
 	{ NULL, 0, NULL, 0 },
 };
@@ -85,6 +104,11 @@ static int set_opt(struct args *a, int c, const char *v)
 	case O_RUNDIR: a->opts.rundir = v; return 0;
 	case O_PLATFORM: a->opts.platform = v; return 0;
 	case O_NOPERS: a->opts.persistent = false; return 0;
+	case O_ZC: a->zero_copy = true; return 0;
+	case O_RW:
+		a->rw = v;
+		return strcmp(v, "read") && strcmp(v, "write") && strcmp(v, "randread") &&
+		       strcmp(v, "randwrite") ? -1 : 0;
 	case O_ABI:
 		if (!strcmp(v, "x86_64"))
 			a->opts.abi = XBDFRONT_ABI_X86_64;
@@ -99,6 +123,9 @@ static int set_opt(struct args *a, int c, const char *v)
 	case O_INDIRECT: n = num(v, 4096); a->opts.max_indirect_segs = (unsigned int)n; break;
 	case O_BYTES: n = num(v, 1ull << 40); a->bytes = (uint64_t)n; break;
 	case O_SEED: n = num(v, UINT32_MAX); a->seed = (unsigned int)n; break;
+	case O_BS: n = num(v, 16u << 20); a->bs = (unsigned int)n; n = n ? n : -1; break;
+	case O_QD: n = num(v, 4096); a->qd = (unsigned int)n; n = n ? n : -1; break;
+	case O_SECONDS: n = num(v, 3600); a->seconds = (unsigned int)n; break;
 	default: return -1;
 	}
 	return n < 0 ? -1 : 0;
@@ -112,6 +139,10 @@ static int parse(int argc, char **argv, struct args *a)
 	xbdfront_opts_default(&a->opts);
 	a->bytes = 4u << 20;
 	a->seed = 1;
+	a->rw = "randread";
+	a->bs = 4096;
+	a->qd = 32;
+	a->seconds = 5;
 	while ((c = getopt_long(argc, argv, "vh", longopts, NULL)) != -1) {
 		if (c == 'v')
 			xbd_log_set_level(XBD_LOG_DEBUG);
@@ -123,7 +154,8 @@ static int parse(int argc, char **argv, struct args *a)
 	a->domid = (unsigned int)d;
 	a->vdev = argv[optind + 1];
 	a->cmd = argv[optind + 2];
-	return strcmp(a->cmd, "info") && strcmp(a->cmd, "verify") ? -1 : 0;
+	return strcmp(a->cmd, "info") && strcmp(a->cmd, "verify") &&
+	       strcmp(a->cmd, "bench") ? -1 : 0;
 }
 
 static void print_info(const struct xbdfront_info *i)
@@ -184,6 +216,113 @@ static int verify(struct xbdfront_dev *dev, const struct xbdfront_info *info,
 	return rc;
 }
 
+/* ---- bench ------------------------------------------------------------- */
+
+struct bench {
+	struct xbdfront_dev *dev;
+	const struct args *a;
+	uint64_t disk, next;          /* capacity; next sequential offset */
+	unsigned char *bufs;          /* qd buffers of bs bytes */
+	unsigned int state, nq;
+	bool write, random;
+};
+
+static int bench_submit(struct bench *b, unsigned int slot)
+{
+	uint64_t off, blocks = b->disk / b->a->bs;
+	struct iovec v = { b->bufs + (size_t)slot * b->a->bs, b->a->bs };
+
+	if (b->random) {
+		off = ((uint64_t)rand_r(&b->state) << 31 | (uint64_t)rand_r(&b->state)) % blocks;
+		off *= b->a->bs;
+	} else {
+		off = b->next;
+		b->next = b->next + b->a->bs + b->a->bs > b->disk ? 0 : b->next + b->a->bs;
+	}
+	return xbdfront_submit_cq(b->dev, slot % b->nq, b->write ? XBDFRONT_WRITE : XBDFRONT_READ,
+				  off, b->a->bs, &v, 1, slot);
+}
+
+/* Reap every queue; resubmit while running.  Returns completions or -errno. */
+static int bench_reap(struct bench *b, bool resubmit, uint64_t *inflight)
+{
+	struct xbdfront_cqe c[64];
+	unsigned int q, k, i;
+	int n = 0, rc;
+
+	for (q = 0; q < b->nq; q++) {
+		if ((rc = xbdfront_process(b->dev, q)) < 0)
+			return rc;
+		while ((k = xbdfront_reap(b->dev, q, c, 64)) > 0) {
+			for (i = 0; i < k; i++) {
+				if (c[i].status)
+					return c[i].status;
+				n++;
+				(*inflight)--;
+				if (resubmit && (rc = bench_submit(b, (unsigned int)c[i].user_data)))
+					return rc;
+				*inflight += resubmit;
+			}
+		}
+	}
+	return n;
+}
+
+static double now_s(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (double)ts.tv_sec + ts.tv_nsec / 1e9;
+}
+
+static int bench(struct xbdfront_dev *dev, const struct xbdfront_info *info,
+		 const struct args *a)
+{
+	struct bench b = { .dev = dev, .a = a, .disk = info->sectors * 512, .state = a->seed,
+			   .nq = info->nr_queues, .write = strstr(a->rw, "write") != NULL,
+			   .random = !strncmp(a->rw, "rand", 4) };
+	size_t total = (size_t)a->qd * a->bs;
+	uint64_t done = 0, inflight = 0;
+	struct pollfd pfd[16];
+	double t0, t;
+	int rc = 0;
+
+	if (a->bs % info->sector_size || a->bs > b.disk)
+		return -EINVAL;
+	b.bufs = a->zero_copy ? xbdfront_buf_alloc(dev, total) : aligned_alloc(4096, total);
+	if (!b.bufs)
+		return -ENOMEM;
+	memset(b.bufs, 0x5a, total);
+	for (unsigned int q = 0; q < b.nq && q < 16; q++)
+		pfd[q] = (struct pollfd){ .fd = xbdfront_queue_fd(dev, q), .events = POLLIN };
+	t0 = now_s();
+	for (unsigned int s = 0; s < a->qd && !rc; s++, inflight++)
+		rc = bench_submit(&b, s);
+	while (!rc && (t = now_s()) - t0 < a->seconds) {
+		poll(pfd, b.nq < 16 ? b.nq : 16, 100);
+		rc = bench_reap(&b, true, &inflight);
+		done += rc > 0 ? (uint64_t)rc : 0;
+		rc = rc < 0 ? rc : 0;
+	}
+	t = now_s() - t0;
+	while (!rc && inflight) {          /* drain, not counted */
+		poll(pfd, b.nq < 16 ? b.nq : 16, 100);
+		rc = bench_reap(&b, false, &inflight);
+		rc = rc < 0 ? rc : 0;
+	}
+	if (!rc)
+		printf("%s bs %u qd %u: %.0f iops, %.1f MiB/s\n", a->rw, a->bs, a->qd,
+		       done / t, done * (double)a->bs / t / (1 << 20));
+	else
+		fprintf(stderr, "xbdfront-io: bench: %s\n", strerror(-rc));
+	if (a->zero_copy)
+		xbdfront_buf_free(dev, b.bufs);
+	else
+		free(b.bufs);
+	return rc;
+}
+
 int main(int argc, char **argv)
 {
 	struct xbdfront_dev *dev;
@@ -205,8 +344,10 @@ int main(int argc, char **argv)
 	xbdfront_get_info(dev, &info);
 	if (!strcmp(a.cmd, "info"))
 		print_info(&info);
-	else
+	else if (!strcmp(a.cmd, "verify"))
 		rc = verify(dev, &info, &a);
+	else
+		rc = bench(dev, &info, &a);
 	if (rc && xbdfront_get_info(dev, &info) == 0 && info.error)
 		fprintf(stderr, "xbdfront-io: device shut down: %s\n", info.reason);
 	xbdfront_close(dev);

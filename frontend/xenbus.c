@@ -588,8 +588,10 @@ void fe_xb_close(struct fe_xb *xb, struct xbdfront_dev *dev)
 		(void)xbd_xenbus_set_state(xb->xs, xb->fe, XenbusStateClosed);
 		wait_backend(xb, 1u << XenbusStateClosed);
 	}
-	if (dev)
+	if (dev) {
 		fe_dev_destroy_queues(dev);
+		fe_dev_bufs_destroy(dev);    /* before the domain goes */
+	}
 	if (xb->xs)
 		xs_close(xb->xs);
 	xbd_domain_release(xb->dom);

@@ -3,41 +3,12 @@
 the nodes `xbd block-attach` writes.  Without a backend serving the disk
 the handshake must end in a clear error: in the exit status, on stderr and
 in the device's xenstore `error` node, with the frontend state Closing."""
-import os
-import subprocess
-
-from conftest import binary, sanitizer_env
+from frontend_fixtures import BE, FE, attach, frontend
 from xenstored_fixtures import xenstored, Xenstored  # noqa: F401
-
-BE = "/local/domain/0/backend/vbd/1/51712"
-FE = "/local/domain/1/device/vbd/51712"
-
-
-def xbd(xd, *args):
-    r = subprocess.run([binary("xbd"), "--platform", "local", *args],
-                       env=sanitizer_env(xd.env), capture_output=True,
-                       text=True, timeout=60)
-    assert r.returncode == 0, (args, r.stdout, r.stderr)
-    return r.stdout
-
-
-def frontend(xd, *args, timeout=60):
-    return subprocess.run([binary("xbdfront-io"), "--platform", "local",
-                           "--rundir", xd.rundir, *args],
-                          env=sanitizer_env(xd.env), capture_output=True,
-                          text=True, timeout=timeout)
 
 
 def read(xd, path):
     return xd.tool("xenstore-read", path).stdout.strip()
-
-
-def attach(xd):
-    assert xbd(xd, "domain-create", "g1", "--memory", "64M").strip() == "1"
-    disk = os.path.join(xd.rundir, "disk.img")
-    with open(disk, "wb") as f:
-        f.truncate(16 << 20)
-    xbd(xd, "block-attach", "1", f"vdev=xvda,target={disk}", "--timeout", "0")
 
 
 def test_usage(xenstored):

@@ -20,6 +20,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/prctl.h>
 #include <sys/wait.h>
 #include <unistd.h>
 #include <cmocka.h>
@@ -69,6 +70,8 @@ static int start_daemon(void **state)
 	snprintf(sock, sizeof(sock), "%s/xenstored.sock", rundir);
 	daemon_pid = fork();
 	if (daemon_pid == 0) {
+		/* a test that crashes takes its daemon along */
+		prctl(PR_SET_PDEATHSIG, SIGTERM);
 		execl(bin, bin, "-N", "-R", rundir, (char *)NULL);
 		_exit(127);
 	}
@@ -388,6 +391,12 @@ static void test_negotiate_multi_queue(void **state)
 	assert_int_equal(f.s.order, 3);
 	rw_check(&f, 1 << 20, 512 * 1024, 1);
 	rw_check(&f, 4096, 512, 2);
+	/* a zero-copy buffer still allocated at close is released in order */
+	unsigned char *zc = xbdfront_buf_alloc(f.dev, 65536);
+	assert_non_null(zc);
+	fill(zc, 65536, 9);
+	assert_int_equal(xbdfront_pwrite(f.dev, zc, 65536, 2 << 20), 65536);
+	assert_memory_equal(f.s.b.disk + (2 << 20), zc, 65536);
 	assert_int_equal(xbdfront_flush(f.dev), 0);
 	xbdfront_close(f.dev);
 	f.dev = NULL;
