@@ -1,5 +1,7 @@
 #!/bin/sh
 # Install the Debian packages xbd needs to build, test and demo.
+# The last line is for `make check-xen` (tests/xen: Xen + a Linux PV dom0
+# booted under qemu-system-x86_64).
 # Idempotent and quiet when everything is present. Run as root (or with sudo).
 set -eu
 
@@ -8,7 +10,9 @@ libxen-dev xen-utils-4.17 xenstore-utils
 liburing-dev libfuse3-dev fuse3
 libcmocka-dev python3 python3-pytest python3-pyxs
 fio nbdkit libnbd-dev
-clang valgrind util-linux procps psmisc"
+clang valgrind util-linux procps psmisc
+xen-hypervisor-4.17-amd64 qemu-system-x86 linux-image-amd64
+busybox-static cpio gzip file kmod"
 
 missing=""
 for p in $PKGS; do
