@@ -14,7 +14,7 @@ rc=0
 bash "$DIR/run.sh" --out "$XBD_XEN_OUT/run" || rc=$?
 echo "check-xen: boot + scenario in $(took "$t1") s (run.sh status $rc, log $XBD_XEN_OUT/run/serial.log)"
 # the kernel blkback baseline (O_DIRECT dd in the domU, 1 MiB blocks)
-grep -a 'XBDXEN-DOMU-DD' "$XBD_XEN_OUT/run/serial.log" | tr -d '\r' |
+grep -a 'XBDXEN-K domu .*XBDXEN-DOMU-DD' "$XBD_XEN_OUT/run/serial.log" | tr -d '\r' |
 	awk '{ for (i = 2; i <= NF; i++) { split($i, kv, "="); v[kv[1]] = kv[2] }
 	       printf "check-xen: kernel blkback %-13s %s MiB in %s s (%.0f MiB/s)\n",
 		      v["op"], v["mb"], v["secs"], v["secs"] > 0 ? v["mb"] / v["secs"] : 0 }' || true

@@ -6,8 +6,9 @@
 # Usage: run.sh --out DIR [--phases "P K H D"] [--mb N] [--timeout S]
 #   --out DIR      run directory: serial.log, summary.txt, qemu.cmd
 #   --phases LIST  scenario phases (default "P K H D", see guest/scenario.sh)
-#   --mb N         size of the dd test in MiB (default 64)
-#   --timeout S    kill QEMU after S seconds (default 600)
+#   --mb N         size of the dd test in MiB (default 32)
+#   --timeout S    kill QEMU after S seconds (default 1800; a loaded host
+#                  slows TCG several times over)
 # Environment: XBD_BUILD (default ./build) holds bin/xbd-test-platform
 # (required) and bin/xbd-blkback (copied when present); XBD_XEN_OUT holds
 # the images.  Exit status 0 when dom0 ran the scenario to its end; the
@@ -15,7 +16,7 @@
 set -uo pipefail
 source "$(dirname "$0")/common.sh"
 
-OUT="" PHASES="P K H D" MB=64 TIMEOUT=600
+OUT="" PHASES="P K H D" MB=32 TIMEOUT=1800
 while [ $# -gt 0 ]; do
 	case $1 in
 	--out) OUT=$2; shift ;;

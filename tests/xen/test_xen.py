@@ -22,9 +22,10 @@ def domu_id(xen):
 
 
 def test_scenario_ran_to_its_end(xen):
-    assert "XBDXEN-DOM0-READY" in xen.log, "dom0 did not come up"
-    assert "XBDXEN-SCENARIO-END" in xen.log, \
-        f"the scenario did not finish: see {xen.rundir}/serial.log and summary.txt"
+    ready = "XBDXEN-DOM0-READY" in xen.log
+    ended = "XBDXEN-SCENARIO-END" in xen.log
+    assert ready, f"dom0 did not come up: see {xen.rundir}/serial.log"
+    assert ended, f"the scenario did not finish: see {xen.rundir}/serial.log and summary.txt"
 
 
 # ---- P: the xen platform in dom0 -------------------------------------------
@@ -101,12 +102,18 @@ def test_event_channel_loopback(xen):
     assert xen.ok("P", "wait-2") == ["ready"]
     assert xen.ok("P", "pending-2") == [str(p2)]
     xen.ok("P", "unmask-2")
-    # three notifications coalesce into one event
+    # three notifications coalesce into one event, or two when the third
+    # came after the first was taken (Xen keeps it for the unmask)
     xen.ok("P", "notify-3x")
     assert xen.ok("P", "wait-3") == ["ready"]
     assert xen.ok("P", "pending-3") == [str(p1)]
     xen.ok("P", "unmask-3")
-    assert xen.ok("P", "wait-coalesced") == ["timeout"]
+    if xen.ok("P", "wait-coalesced") == ["ready"]:
+        assert xen.ok("P", "pending-extra") == [str(p1)]
+    else:
+        assert xen.err("P", "pending-extra") == -errno.EAGAIN
+    xen.ok("P", "unmask-extra")
+    assert xen.ok("P", "wait-drained") == ["timeout"]
     # unbinding one end leaves the other unbound: notify is dropped
     xen.ok("P", "unbind")
     xen.ok("P", "notify-unbound")
@@ -169,7 +176,8 @@ def test_hotplug_script_add_connects_and_remove_runs(xen):
     assert f"xbd-block: remove backend/vbd/{domid}/51744" in " ".join(xen.reply("H", "remove-script"))
     assert "state=6" in " ".join(stub)
     assert "backend directory removed" in stub
-    assert be not in " ".join(xen.replies("H", "remove-nodes")).replace(f"{be}:", "")
+    gone = " ".join(xen.replies("H", "remove-nodes"))
+    assert "No such file or directory" in gone and "params" not in gone
 
 
 def test_hotplug_script_refuses_a_missing_target(xen):
