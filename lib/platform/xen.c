@@ -10,6 +10,7 @@
  * libxenctrl allows from several threads.
  */
 #include <errno.h>
+#include <fcntl.h>
 #include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
@@ -364,6 +365,7 @@ static int xen_evtchn_open(struct xbd_platform *p, xbd_domid_t self,
 			   struct xbd_evtchn **out)
 {
 	struct xen_evtchn *e = calloc(1, sizeof(*e));
+	int fl;
 
 	(void)self;
 	if (!e)
@@ -372,6 +374,17 @@ static int xen_evtchn_open(struct xbd_platform *p, xbd_domid_t self,
 	if (!e->h) {
 		int rc = neg_errno();
 
+		free(e);
+		return rc;
+	}
+	/* xenevtchn_pending() read()s the fd, which blocks when nothing is
+	 * pending; the interface promises -EAGAIN (found on real Xen by
+	 * make check-xen). */
+	fl = fcntl(xenevtchn_fd(e->h), F_GETFL);
+	if (fl < 0 || fcntl(xenevtchn_fd(e->h), F_SETFL, fl | O_NONBLOCK) < 0) {
+		int rc = neg_errno();
+
+		xenevtchn_close(e->h);
 		free(e);
 		return rc;
 	}
