@@ -17,7 +17,7 @@ echo "check-xen: boot + scenario in $(took "$t1") s (run.sh status $rc, log $XBD
 grep -a 'XBDXEN-K domu .*XBDXEN-DOMU-DD' "$XBD_XEN_OUT/run/serial.log" | tr -d '\r' |
 	awk '{ for (i = 2; i <= NF; i++) { split($i, kv, "="); v[kv[1]] = kv[2] }
 	       printf "check-xen: kernel blkback %-13s %s MiB in %s s (%.0f MiB/s)\n",
-		      v["op"], v["mb"], v["secs"], v["secs"] > 0 ? v["mb"] / v["secs"] : 0 }' || true
+		      v["op"], v["mb"], v["secs"], (v["secs"] > 0 ? v["mb"] / v["secs"] : 0) }' || true
 XBD_XEN_RUN=$XBD_XEN_OUT/run /usr/bin/python3 -m pytest -p no:cacheprovider -q "$DIR" || rc=1
 echo "check-xen: total $(took "$t0") s"
 exit $rc
