@@ -5,6 +5,7 @@
 #   make check      deps + build + every test under ASan/UBSan (build-asan/)
 #   make demo       deps + build + the end-to-end demo on the local platform
 #   make bench      deps + build + benchmarks (optimised build, no sanitizers)
+#   make check-xen  deps + build + boot real Xen under QEMU (tests/xen)
 #   make fuzz       build and run the libFuzzer targets for a set time
 #   make install    PREFIX=/usr/local DESTDIR=
 #   make clean
@@ -20,12 +21,12 @@ SAN     ?= 0
 
 include mk/rules.mk
 
-MODULES := lib xenstore backend frontend frontend/blkfront frontend/fio tools tests/unit tests/helpers tests/fuzz bench bench/platform
+MODULES := lib xenstore backend frontend frontend/blkfront frontend/fio tools tools/hotplug tests/unit tests/helpers tests/fuzz bench bench/platform
 include $(wildcard $(addsuffix /module.mk,$(MODULES)))
 
 $(eval $(call finish_rules))
 
-.PHONY: all deps check demo bench fuzz install clean unit-tests system-tests
+.PHONY: all deps check check-xen demo bench fuzz install clean unit-tests system-tests
 .DEFAULT_GOAL := all
 
 all: $(ALL_TARGETS)
@@ -48,6 +49,13 @@ run-unit: unit-tests
 
 system-tests:
 	@XBD_BUILD=$(abspath $(O)) /usr/bin/python3 -m pytest -p no:cacheprovider -q tests/system
+
+# check-xen: real Xen 4.17 + a Linux PV dom0 under qemu-system-x86_64 (TCG),
+# images built from Debian packages into build/xen (Documentation/xen-testing.md).
+check-xen:
+	@sh scripts/deps.sh --xen
+	@$(MAKE) --no-print-directory all
+	@XBD_BUILD=$(abspath build) XBD_XEN_OUT=$(abspath build/xen) sh tests/xen/check.sh
 
 demo: deps
 	@$(MAKE) --no-print-directory all

@@ -1,5 +1,6 @@
 #!/bin/sh
 # Install the Debian packages xbd needs to build, test and demo.
+# With --xen, also what `make check-xen` needs.
 # Idempotent and quiet when everything is present. Run as root (or with sudo).
 set -eu
 
@@ -9,6 +10,11 @@ liburing-dev libfuse3-dev fuse3
 libcmocka-dev python3 python3-pytest python3-pyxs
 fio nbdkit libnbd-dev
 clang libclang-rt-14-dev valgrind util-linux procps psmisc"
+# `make check-xen` (tests/xen: Xen + a Linux PV dom0 booted under
+# qemu-system-x86_64) passes --xen for these as well.
+XEN_PKGS="xen-hypervisor-4.17-amd64 qemu-system-x86 linux-image-amd64
+busybox-static cpio gzip file kmod"
+[ "${1:-}" = "--xen" ] && PKGS="$PKGS $XEN_PKGS"
 
 missing=""
 for p in $PKGS; do

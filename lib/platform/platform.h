@@ -190,7 +190,8 @@ void xbd_gnttab_close(struct xbd_gnttab *gt);
  * permission (a store faults).  -ENOENT: no such remote domain (local).
  * -EAGAIN (local): the entry kept changing, or the guest held the grant's
  * lock for more than about 10 ms.  *addr is owned by the handle until
- * xbd_gnttab_unmap() (or close).  Local: a map of one grant, or of grants
+ * xbd_gnttab_unmap() (or close).  Xen: every refused map is -EINVAL
+ * (gntdev folds the hypervisor's per-grant status into one EINVAL).  Local: a map of one grant, or of grants
  * with consecutive frames, costs no mmap (a pointer into a view of the
  * remote memory mapped once per handle); the handle's first map of a ref
  * costs one fcntl.  The same grant mapped twice may return the same
@@ -248,7 +249,9 @@ int xbd_evtchn_fd(struct xbd_evtchn *e);
  * ports are exhausted, -ENOENT for an unknown remote (local).
  * bind_interdomain: remote_port must be unbound and offered to this domain:
  * -EINVAL if it is out of range, free or connected, -EPERM if offered to
- * another domain.  Ports start unmasked. */
+ * another domain.  Ports start unmasked.  Xen: bind_interdomain leaves the
+ * new local port pending (the hypervisor does this on purpose, as events
+ * sent to the unbound port may be lost), so expect one spurious event. */
 int xbd_evtchn_bind_unbound_port(struct xbd_evtchn *e, xbd_domid_t remote);
 int xbd_evtchn_bind_interdomain(struct xbd_evtchn *e, xbd_domid_t remote,
 				xbd_evtchn_port_t remote_port);

@@ -8,12 +8,14 @@
  * them over unchanged and turns failures into -errno.
  */
 #include <errno.h>
+#include <fcntl.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 #include <sys/mman.h>
 #include <cmocka.h>
 
@@ -142,7 +144,15 @@ xenevtchn_handle *xenevtchn_open(struct xentoollog_logger *logger, unsigned open
 	return fake_fail() ? NULL : (xenevtchn_handle *)&handle_token;
 }
 int xenevtchn_close(xenevtchn_handle *xce) { (void)xce; return 0; }
-int xenevtchn_fd(xenevtchn_handle *xce) { (void)xce; return 42; }
+/* A real descriptor (a pipe's read end): the platform makes it non-blocking. */
+static int fake_evtchn_pipe[2] = { -1, -1 };
+int xenevtchn_fd(xenevtchn_handle *xce)
+{
+	(void)xce;
+	if (fake_evtchn_pipe[0] < 0 && pipe(fake_evtchn_pipe) < 0)
+		return -1;
+	return fake_evtchn_pipe[0];
+}
 int xenevtchn_notify(xenevtchn_handle *xce, evtchn_port_t port)
 {
 	(void)xce;
@@ -314,7 +324,8 @@ static void test_evtchn(void **state)
 	fake.fail_errno = EMFILE;
 	assert_int_equal(xbd_evtchn_open(p, 0, &e), -EMFILE);
 	assert_int_equal(xbd_evtchn_open(p, 0, &e), 0);
-	assert_int_equal(xbd_evtchn_fd(e), 42);
+	assert_int_equal(xbd_evtchn_fd(e), fake_evtchn_pipe[0]);
+	assert_true(fcntl(xbd_evtchn_fd(e), F_GETFL) & O_NONBLOCK);
 	assert_int_equal(xbd_evtchn_bind_unbound_port(e, 6), 17);
 	assert_int_equal(fake.domid, 6);
 	assert_int_equal(xbd_evtchn_bind_interdomain(e, 6, 5), 18);

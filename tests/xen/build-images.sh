@@ -1,0 +1,106 @@
+#!/bin/bash
+# Build what tests/xen/run.sh boots, under $XBD_XEN_OUT:
+#   xen.elf              Debian's Xen 4.17, gunzipped (QEMU -kernel loads
+#                        it through its multiboot header)
+#   domu-initrd.cpio.gz  busybox + xen-blkfront.ko + guest/domu-init
+#   dom0-base.cpio.gz    busybox, bash and the tools the hotplug scripts
+#                        need, the Xen 4.17 userspace (xl, C xenstored,
+#                        xenconsoled, xen-init-dom0, xenstore-*), /etc/xen,
+#                        the dom0 Xen modules, the domU kernel + initrd,
+#                        guest/dom0-init as /init
+# The xbd programs and the scenario are not in here: run.sh appends them as
+# a per-run overlay cpio (the kernel unpacks concatenated archives).
+# Usage: build-images.sh          (inputs: installed Debian packages only)
+set -euo pipefail
+source "$(dirname "$0")/common.sh"
+
+T0=$EPOCHREALTIME
+mkdir -p "$XBD_XEN_OUT"
+[ -r "$KERNEL" ] || die "no $KERNEL (apt-get install linux-image-amd64)"
+[ -r "$XEN_GZ" ] || die "no $XEN_GZ (apt-get install xen-hypervisor-4.17-amd64)"
+file -L /bin/busybox | grep -q 'statically linked' || die "need busybox-static"
+
+zcat "$XEN_GZ" > "$XEN_ELF.tmp"
+file "$XEN_ELF.tmp" | grep -q 'ELF 32-bit' || die "unexpected format of $XEN_GZ"
+mv "$XEN_ELF.tmp" "$XEN_ELF"
+
+# add_file ROOT FILE...: copy each file to the same path under ROOT, with
+# every shared library ldd names for it.
+add_file() {
+	local root=$1 f lib
+	shift
+	for f in "$@"; do
+		[ -e "$f" ] || die "missing $f"
+		mkdir -p "$root$(dirname "$f")"
+		rm -f "$root$f"
+		cp -L "$f" "$root$f"
+		for lib in $(ldd "$f" 2>/dev/null | grep -o '/[^ ]*' || true); do
+			[ -e "$root$lib" ] && continue
+			mkdir -p "$root$(dirname "$lib")"
+			cp -L "$lib" "$root$lib"
+		done
+	done
+}
+
+add_busybox() { # ROOT: busybox with one link per applet
+	local root=$1 a
+	mkdir -p "$root"/{bin,sbin,usr/bin,usr/sbin}
+	cp -L /bin/busybox "$root/bin/busybox"
+	for a in $(/bin/busybox --list-full); do
+		[ -e "$root/$a" ] || ln -s /bin/busybox "$root/$a"
+	done
+}
+
+# modules_in_order MOD...: the .ko files to insmod, dependencies first
+modules_in_order() {
+	local m
+	for m in "$@"; do
+		modprobe -S "$KVER" --show-depends "$m" | awk '$1 == "insmod" { print $2 }'
+	done | awk '!seen[$0]++'
+}
+
+pack() { # DIR OUT
+	(cd "$1" && find . | LC_ALL=C sort | cpio -o -H newc --quiet -R 0:0) | gzip -1 > "$2.tmp"
+	mv "$2.tmp" "$2"
+}
+
+ROOTS=()
+trap 'rm -rf "${ROOTS[@]}"' EXIT
+
+# ---- domU: busybox + blkfront ---------------------------------------------
+U=$(mktemp -d "$XBD_XEN_OUT/domu-root.XXXXXX"); ROOTS+=("$U")
+add_busybox "$U"
+mkdir -p "$U"/{proc,sys,dev,tmp,lib/modules}
+for m in $(modules_in_order xen-blkfront); do cp "$m" "$U/lib/modules/"; done
+install -m 0755 "$XBD_XEN_SRC/guest/domu-init" "$U/init"
+pack "$U" "$DOMU_INITRD"
+
+# ---- dom0 ------------------------------------------------------------------
+D=$(mktemp -d "$XBD_XEN_OUT/dom0-root.XXXXXX"); ROOTS+=("$D")
+add_busybox "$D"
+mkdir -p "$D"/{proc,sys,dev,tmp,run,root,srv,boot,etc/xbd-xen,var/lib/xen,var/lib/xenstored,var/log/xen/console}
+ln -s /run "$D/var/run"
+# real bash and the coreutils/util-linux tools Xen's hotplug scripts use;
+# libgcc_s is dlopen()ed by glibc for xl's pthread_cancel (ldd misses it)
+for f in /bin/bash /usr/sbin/losetup /usr/bin/flock /usr/bin/stat /usr/bin/readlink \
+	 /usr/bin/md5sum /usr/bin/timeout /lib/x86_64-linux-gnu/libgcc_s.so.1; do
+	add_file "$D" "$f"
+done
+add_file "$D" $(find "$XEN_LIBEXEC/bin" -type f -perm -u+x)
+for f in /usr/bin/xenstore*; do [ -L "$f" ] || add_file "$D" "$f"; done
+for t in xl xenstored xenconsoled xen-init-dom0; do
+	ln -sf "$XEN_LIBEXEC/bin/$t" "$D/usr/sbin/$t"
+done
+cp -a /etc/xen "$D/etc/"
+modules_in_order xen-evtchn xen-gntdev xen-gntalloc xen-privcmd xenfs loop xen-blkback \
+	> "$D/etc/xbd-xen/modules"
+while read -r m; do mkdir -p "$D$(dirname "$m")"; cp "$m" "$D$m"; done < "$D/etc/xbd-xen/modules"
+cp "$KERNEL" "$D/boot/vmlinuz-domu"
+cp "$DOMU_INITRD" "$D/boot/domu-initrd.cpio.gz"
+echo 'root:x:0:0:root:/root:/bin/sh' > "$D/etc/passwd"
+echo 'root:x:0:' > "$D/etc/group"
+sed "s#@XEN_BIN@#$XEN_LIBEXEC/bin#g" "$XBD_XEN_SRC/guest/dom0-init" > "$D/init"
+chmod 0755 "$D/init"
+pack "$D" "$DOM0_BASE"
+log "images built in $(awk -v a="$T0" -v b="$EPOCHREALTIME" 'BEGIN { printf "%.1f", b - a }') s:" \
+    "$(du -h "$XEN_ELF" "$DOMU_INITRD" "$DOM0_BASE" | awk '{ printf "%s %s  ", $2, $1 }')"

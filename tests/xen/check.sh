@@ -1,0 +1,23 @@
+#!/bin/sh
+# make check-xen: build the images, boot Xen once and run the scenario,
+# then check its output with pytest (tests/xen/test_xen.py).  Prints the
+# time of each step.  XBD_BUILD and XBD_XEN_OUT come from the Makefile.
+set -eu
+DIR=$(dirname "$0")
+now() { date +%s.%N; }
+took() { awk -v a="$1" -v b="$(now)" 'BEGIN { printf "%.1f", b - a }'; }
+t0=$(now)
+bash "$DIR/build-images.sh"
+echo "check-xen: images built in $(took "$t0") s"
+t1=$(now)
+rc=0
+bash "$DIR/run.sh" --out "$XBD_XEN_OUT/run" || rc=$?
+echo "check-xen: boot + scenario in $(took "$t1") s (run.sh status $rc, log $XBD_XEN_OUT/run/serial.log)"
+# the kernel blkback baseline (O_DIRECT dd in the domU, 1 MiB blocks)
+grep -a 'XBDXEN-K domu .*XBDXEN-DOMU-DD' "$XBD_XEN_OUT/run/serial.log" | tr -d '\r' |
+	awk '{ for (i = 2; i <= NF; i++) { split($i, kv, "="); v[kv[1]] = kv[2] }
+	       printf "check-xen: kernel blkback %-13s %s MiB in %s s (%.0f MiB/s)\n",
+		      v["op"], v["mb"], v["secs"], (v["secs"] > 0 ? v["mb"] / v["secs"] : 0) }' || true
+XBD_XEN_RUN=$XBD_XEN_OUT/run /usr/bin/python3 -m pytest -p no:cacheprovider -q "$DIR" || rc=1
+echo "check-xen: total $(took "$t0") s"
+exit $rc
