@@ -44,3 +44,6 @@ be-queue-bench: $(O)/bench/xbd-be-queue-bench
 
 # The sysfs-style tree (backend/sysfs.c) is a libfuse3 file system.
 $(call obj,backend/sysfs.c): CPPFLAGS += $(shell pkg-config --cflags fuse3)
+
+# The page pool's benchmark (bench/pool/, make bench).
+include bench/pool/module.mk

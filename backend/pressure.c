@@ -135,10 +135,12 @@ void pressure_fire(void)
 	struct timespec ts;
 	uint64_t now, ms = tun_get(TUN_BUFFER_SQUEEZE_DURATION_MS);
 
+	__atomic_add_fetch(&fired, 1, __ATOMIC_RELAXED);
+	if (!ms)
+		return;         /* as Linux: a squeeze of 0 ms squeezes nothing */
 	clock_gettime(CLOCK_MONOTONIC, &ts);
 	now = (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
 	gnt_squeeze_all(now + ms * 1000000ull);
-	__atomic_add_fetch(&fired, 1, __ATOMIC_RELAXED);
 	log_info("memory pressure: squeezing page pools for %llu ms", (unsigned long long)ms);
 }
 

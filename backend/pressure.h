@@ -47,7 +47,8 @@ short pressure_events(const struct pressure *p);
 int pressure_handle(struct pressure *p, short revents);
 
 /* Squeeze now: every queue keeps no free page and no idle persistent
- * grant for buffer_squeeze_duration_ms from now. */
+ * grant for buffer_squeeze_duration_ms from now.  With a duration of 0
+ * the report is counted and nothing is squeezed (Linux's behaviour). */
 void pressure_fire(void);
 
 /* How many times pressure was reported since start (all sources). */

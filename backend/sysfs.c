@@ -6,6 +6,7 @@
 #include <fuse.h>
 #include <fuse_lowlevel.h>  /* the session, polled by the control thread */
 #include <inttypes.h>
+#include <poll.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -502,12 +503,26 @@ out:
 	return 0;
 }
 
+/* Serve what is queued already (the kernel sends RELEASEDIR / RELEASE in
+ * the background after close): libfuse frees a directory handle only
+ * then, and an unmount drops the requests it has not read. */
+static void drain(struct sysfs *s)
+{
+	struct pollfd pfd = { fuse_session_fd(s->se), POLLIN, 0 };
+
+	for (int i = 0; i < 256 && poll(&pfd, 1, 0) > 0 && (pfd.revents & POLLIN); i++)
+		if (sysfs_process(s) < 0)
+			break;
+}
+
 void sysfs_unmount(struct sysfs *s)
 {
 	if (!s)
 		return;
-	if (s->mounted)
+	if (s->mounted) {
+		drain(s);
 		fuse_unmount(s->f);
+	}
 	if (s->f)
 		fuse_destroy(s->f);
 	if (s->made_dir && rmdir(s->dir))

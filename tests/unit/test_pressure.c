@@ -89,9 +89,15 @@ static void test_fire(void **state)
 	assert_true(gnt_squeeze_until() >= now + 500000000ull);
 	assert_true(gnt_squeeze_until() < mono_ns() + 500000000ull + 1);
 	/* a shorter squeeze never cuts a longer one short */
-	assert_int_equal(tun_set(TUN_BUFFER_SQUEEZE_DURATION_MS, "0", true), 0);
+	assert_int_equal(tun_set(TUN_BUFFER_SQUEEZE_DURATION_MS, "100", true), 0);
 	pressure_fire();
 	assert_true(gnt_squeeze_until() >= now + 500000000ull);
+	/* 0 ms: counted, nothing squeezed (the deadline does not move) */
+	now = gnt_squeeze_until();
+	assert_int_equal(tun_set(TUN_BUFFER_SQUEEZE_DURATION_MS, "0", true), 0);
+	pressure_fire();
+	assert_int_equal(pressure_count(), before + 3);
+	assert_true(gnt_squeeze_until() == now);
 }
 
 /* ---- real pressure ------------------------------------------------------ */

@@ -28,296 +28,22 @@
 #include <time.h>
 #include <cmocka.h>
 
-#include "backend/ring.h"
-#include "xenbus.h"
-#include "test_be_guest.h"
-#include "test_be_xs.h"
-
-#define BE "/local/domain/0/backend/vbd/1/51712"
-#define FE "/local/domain/1/device/vbd/51712"
-#define VBD "bus/xen-backend/devices/vbd-1-51712/"
-#define PARAM "module/xen_blkback/parameters/"
-#define NPAGES 256
-#define SEGS 11
-
-struct fx {
-	struct guest g;
-	pid_t xsd, be, hog;
-	struct xs_handle *xs;
-	struct gring r;
-	char file[128], cg[128];
-	uint64_t next_id;
-};
-
-static uint64_t mono_ms(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000u + (uint64_t)ts.tv_nsec / 1000000u;
-}
-
-static void bin(char *buf, size_t len, const char *name)
-{
-	char xsd[PATH_MAX];
-
-	xsd_binary(xsd, sizeof(xsd));
-	*strrchr(xsd, '/') = '\0';
-	snprintf(buf, len, "%.*s/%s", (int)(len - 64), xsd, name);
-}
-
-static int run_xbd(struct fx *fx, const char *a1, const char *a2, const char *a3,
-		   const char *a4)
-{
-	char path[PATH_MAX];
-	int status;
-	pid_t pid;
-
-	bin(path, sizeof(path), "xbd");
-	pid = fork();
-	if (pid == 0) {
-		execl(path, path, "--rundir", fx->g.rundir, a1, a2, a3, a4, (char *)NULL);
-		_exit(127);
-	}
-	waitpid(pid, &status, 0);
-	return WIFEXITED(status) ? WEXITSTATUS(status) : 128;
-}
-
-static int put_file(const char *path, const char *val)
-{
-	int fd = open(path, O_WRONLY | O_CLOEXEC), rc;
-
-	if (fd < 0)
-		return -errno;
-	rc = write(fd, val, strlen(val)) < 0 ? -errno : 0;
-	close(fd);
-	return rc;
-}
-
-/* ---- the tree ------------------------------------------------------------ */
-
-static int sys_write(struct fx *fx, const char *rel, const char *val)
-{
-	char path[256];
-
-	snprintf(path, sizeof(path), "%s/sys/%s", fx->g.rundir, rel);
-	return put_file(path, val);
-}
-
-static uint64_t sys_read(struct fx *fx, const char *rel)
-{
-	char path[256], buf[64] = "";
-	int fd;
-	ssize_t n;
-
-	snprintf(path, sizeof(path), "%s/sys/%s", fx->g.rundir, rel);
-	fd = open(path, O_RDONLY | O_CLOEXEC);
-	if (fd < 0)
-		fail_msg("open %s: %s", path, strerror(errno));
-	n = read(fd, buf, sizeof(buf) - 1);
-	close(fd);
-	assert_true(n > 0);
-	return strtoull(buf, NULL, 10);
-}
-
-/* ---- the backend ------------------------------------------------------------ */
-
-/* Start xbd-blkback (in the cgroup fx->cg when set) and wait for its tree. */
-static void start_backend(struct fx *fx, const char *extra)
-{
-	char path[PATH_MAX], log[256], procs[200], tree[200];
-
-	bin(path, sizeof(path), "xbd-blkback");
-	snprintf(log, sizeof(log), "%s/blkback.log", fx->g.rundir);
-	snprintf(procs, sizeof(procs), "%s/cgroup.procs", fx->cg);
-	fx->be = fork();
-	if (fx->be == 0) {
-		int fd = open(log, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
-
-		dup2(fd, 2);
-		if (fx->cg[0] && put_file(procs, "0"))
-			_exit(126);
-		execl(path, path, "-N", "-p", "local", "-R", fx->g.rundir, "-l", "info",
-		      "--max_queues=1", extra, (char *)NULL);
-		_exit(127);
-	}
-	assert_true(fx->be > 0);
-	snprintf(tree, sizeof(tree), "%s/sys/" PARAM "max_queues", fx->g.rundir);
-	for (int i = 0; i < 500 && access(tree, R_OK); i++)
-		usleep(10000);
-	assert_int_equal(access(tree, R_OK), 0);
-}
-
-static int stop_backend(struct fx *fx, int sig)
-{
-	int status = 0;
-
-	if (fx->be <= 0)
-		return -1;
-	kill(fx->be, sig);
-	waitpid(fx->be, &status, 0);
-	fx->be = 0;
-	return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
-}
-
-static long rss_kb(pid_t pid)
-{
-	char path[64], line[128];
-	long kb = -1;
-	FILE *f;
-
-	snprintf(path, sizeof(path), "/proc/%d/status", (int)pid);
-	f = fopen(path, "re");
-	assert_non_null(f);
-	while (fgets(line, sizeof(line), f))
-		if (sscanf(line, "VmRSS: %ld", &kb) == 1)
-			break;
-	fclose(f);
-	return kb;
-}
-
-/* ---- the guest ------------------------------------------------------------- */
-
-static void frontend_connect(struct fx *fx, bool persistent)
-{
-	char key[16];
-
-	xbd_xs_printf(fx->xs, XBT_NULL, FE, "ring-page-order", "2");
-	xbd_xs_write(fx->xs, XBT_NULL, FE, "protocol", "x86_64-abi");
-	xbd_xs_printf(fx->xs, XBT_NULL, FE, "feature-persistent", "%d", persistent);
-	gring_share(&fx->g, &fx->r, 2, RING_ABI_X86_64);
-	for (int i = 0; i < 4; i++) {
-		snprintf(key, sizeof(key), "ring-ref%d", i);
-		xbd_xs_printf(fx->xs, XBT_NULL, FE, key, "%u", fx->r.refs[i]);
-	}
-	xbd_xs_printf(fx->xs, XBT_NULL, FE, "event-channel", "%d", fx->r.port);
-	xbd_xs_printf(fx->xs, XBT_NULL, FE, "state", "%d", XenbusStateInitialised);
-	if (xbd_xenbus_wait_state(fx->xs, BE, 1u << XenbusStateConnected, 10000, NULL))
-		fail_msg("backend not Connected");
-}
-
-/* One request of SEGS full pages, grants first..first+SEGS-1 (mod NPAGES). */
-static void put_req11(struct fx *fx, uint8_t op, uint64_t sector, unsigned int first)
-{
-	struct gring *r = &fx->r;
-	uint8_t *s = r->sring + 64 + (r->prod++ & (r->nr_ents - 1)) * 112;
-	uint64_t id = fx->next_id++;
-
-	memset(s, 0, 112);
-	s[0] = op;
-	s[1] = SEGS;
-	memcpy(s + 8, &id, 8);
-	memcpy(s + 16, &sector, 8);
-	for (unsigned int i = 0; i < SEGS; i++) {
-		uint8_t seg[8] = { 0, 0, 0, 0, 0, 7, 0, 0 };
-
-		memcpy(seg, &fx->g.rw[(first + i) % NPAGES], 4);
-		memcpy(s + 24 + 8 * i, seg, 8);
-	}
-}
-
-/* n requests in flight at once (writes, then reads of the same sectors
- * when reads), every one answered OKAY. */
-static void io_batch(struct fx *fx, unsigned int n, uint8_t op, unsigned int first)
-{
-	RING_IDX old = fx->r.prod;
-	uint64_t id;
-	int16_t st;
-
-	assert_true(n <= fx->r.nr_ents);
-	for (unsigned int i = 0; i < n; i++)
-		put_req11(fx, op, (uint64_t)(i % 128) * SEGS * 8, first + i * SEGS);
-	push(&fx->r, old);
-	for (unsigned int i = 0; i < n; i++) {
-		get_rsp(&fx->r, &id, &st);
-		assert_int_equal(st, BLKIF_RSP_OKAY);
-	}
-}
-
-/* ---- fixtures ---------------------------------------------------------------- */
+#include "test_pressure_fx.h"
 
 static int setup(void **state)
 {
-	static struct fx fx;
-	char sock[160];
-	int fd;
+	struct fx *fx = NULL;
+	int rc = fx_setup(&fx);
 
-	memset(&fx, 0, sizeof(fx));
-	strcpy(fx.g.rundir, "/tmp/xbd-be-unit-XXXXXX");
-	if (!mkdtemp(fx.g.rundir) || xsd_start(fx.g.rundir, &fx.xsd))
-		return -1;
-	*state = &fx;
-	if (run_xbd(&fx, "domain-create", "guest", "--memory", "16M") != 0)
-		return -1;
-	snprintf(sock, sizeof(sock), "%s/xenstored.sock", fx.g.rundir);
-	snprintf(fx.file, sizeof(fx.file), "%s/disk.img", fx.g.rundir);
-	fd = open(fx.file, O_RDWR | O_CREAT | O_CLOEXEC, 0600);
-	if (fd < 0 || ftruncate(fd, 16 << 20))
-		return -1;
-	close(fd);
-	if (xbd_platform_open(XBD_PLATFORM_LOCAL, fx.g.rundir, &fx.g.p) ||
-	    xbd_domain_claim(fx.g.p, 1, &fx.g.dom) || xbd_gntshr_open(fx.g.dom, &fx.g.gs) ||
-	    xbd_gntshr_share_pages(fx.g.gs, 0, NPAGES, fx.g.rw, true, (void **)&fx.g.rw_mem) ||
-	    xbd_xs_open(sock, &fx.xs))
-		return -1;
-	return 0;
+	*state = fx;
+	return rc;
 }
 
 static int teardown(void **state)
 {
-	struct fx *fx = *state;
-	char cmd[300];
-
-	stop_backend(fx, SIGKILL);
-	if (fx->hog > 0) {
-		kill(fx->hog, SIGKILL);
-		waitpid(fx->hog, NULL, 0);
-	}
-	if (fx->cg[0]) {
-		for (int i = 0; i < 100 && rmdir(fx->cg) && errno == EBUSY; i++)
-			usleep(10000);
-		if (access(fx->cg, F_OK) == 0)
-			fprintf(stderr, "warning: could not remove %s\n", fx->cg);
-	}
-	snprintf(cmd, sizeof(cmd), "%s/hog.dat", fx->g.rundir);
-	unlink(cmd);
-	gring_close(&fx->g, &fx->r);
-	if (fx->xs)
-		xs_close(fx->xs);
-	xsd_stop(&fx->xsd);
-	snprintf(cmd, sizeof(cmd), "grep -v ' info: ' '%s/blkback.log' >&2", fx->g.rundir);
-	if (system(cmd) != 0)
-		fprintf(stderr, "(backend log: only info lines)\n");
-	/* a killed backend leaves its mount: detach it before removing */
-	snprintf(cmd, sizeof(cmd), "%s/sys", fx->g.rundir);
-	umount2(cmd, MNT_DETACH);
-	guest_down(&fx->g);
+	if (*state)
+		fx_teardown(*state);
 	return 0;
-}
-
-static void attach(struct fx *fx)
-{
-	char spec[200];
-
-	snprintf(spec, sizeof(spec), "%s,raw,xvda,w", fx->file);
-	assert_int_equal(run_xbd(fx, "block-attach", "1", spec, NULL), 0);
-}
-
-static void assert_log_clean(struct fx *fx)
-{
-	static const char *bad[] = { "AddressSanitizer", "LeakSanitizer", "runtime error:",
-				     "Assertion", "assertion" };
-	char path[200], line[512];
-	FILE *f;
-
-	snprintf(path, sizeof(path), "%s/blkback.log", fx->g.rundir);
-	f = fopen(path, "re");
-	assert_non_null(f);
-	while (fgets(line, sizeof(line), f))
-		for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++)
-			if (strstr(line, bad[i]))
-				fail_msg("backend log: %s", line);
-	fclose(f);
 }
 
 /* ---- the tree against Documentation/ABI ----------------------------------- */
@@ -392,11 +118,10 @@ static void test_lru_live(void **state)
 	uint64_t t0, got;
 
 	start_backend(fx, "--log_stats=N");
-	attach(fx);
-	frontend_connect(fx, true);
+	vbd_connect(fx, vbd_attach(fx, NULL, 16 << 20), true);
 	check_abi(fx);
-	io_batch(fx, 20, BLKIF_OP_WRITE, 0);           /* 220 distinct grants */
-	io_batch(fx, 20, BLKIF_OP_READ, 0);
+	vbd_io(fx, &fx->v[0], 20, BLKIF_OP_WRITE, 0);           /* 220 distinct grants */
+	vbd_io(fx, &fx->v[0], 20, BLKIF_OP_READ, 0);
 	assert_int_equal(sys_read(fx, VBD "statistics/persistent_grants"), 220);
 	assert_int_equal(sys_read(fx, VBD "queue-0/persistent_grants"), 220);
 	assert_int_equal(sys_read(fx, VBD "statistics/wr_req"), 20);
@@ -407,9 +132,13 @@ static void test_lru_live(void **state)
 	       mono_ms() - t0 < 2000)
 		usleep(5000);
 	assert_true(got <= 100);
-	assert_true(mono_ms() - t0 <= 250);
+	/* the LRU interval (100 ms) and the tick's phase, plus scheduling
+	 * slack for a loaded machine */
+	if (mono_ms() - t0 > 350)
+		fail_msg("grants at the cap after %" PRIu64 " ms", mono_ms() - t0);
+	fprintf(stderr, "lru: %" PRIu64 " grants after %" PRIu64 " ms\n", got, mono_ms() - t0);
 	/* the cap holds under more I/O */
-	io_batch(fx, 20, BLKIF_OP_WRITE, 0);
+	vbd_io(fx, &fx->v[0], 20, BLKIF_OP_WRITE, 0);
 	usleep(250000);
 	assert_true(sys_read(fx, VBD "statistics/persistent_grants") <= 100);
 	assert_int_equal(stop_backend(fx, SIGTERM), 0);
@@ -419,8 +148,8 @@ static void test_lru_live(void **state)
 /* Fill the copy path's pool: 64 requests of 11 pages in flight. */
 static uint64_t fill_pool(struct fx *fx)
 {
-	io_batch(fx, 64, BLKIF_OP_WRITE, 0);
-	io_batch(fx, 64, BLKIF_OP_READ, 0);
+	vbd_io(fx, &fx->v[0], 64, BLKIF_OP_WRITE, 0);
+	vbd_io(fx, &fx->v[0], 64, BLKIF_OP_READ, 0);
 	return sys_read(fx, VBD "statistics/pool_pages_free");
 }
 
@@ -433,8 +162,7 @@ static void test_squeeze_tree(void **state)
 	long rss0, rss1;
 
 	start_backend(fx, "--buffer_squeeze_duration_ms=1000");
-	attach(fx);
-	frontend_connect(fx, false);
+	vbd_connect(fx, vbd_attach(fx, NULL, 16 << 20), false);
 	free0 = fill_pool(fx);
 	assert_int_equal(free0, 64 * SEGS);
 	rss0 = rss_kb(fx->be);
@@ -454,13 +182,15 @@ static void test_squeeze_tree(void **state)
 	assert_int_equal(sys_read(fx, VBD "statistics/squeezes"), 1);
 	/* I/O during the squeeze: answered, and no page kept */
 	while (mono_ms() - t0 < 800) {
-		io_batch(fx, 16, BLKIF_OP_WRITE, 0);
-		assert_int_equal(sys_read(fx, VBD "statistics/pool_pages_free"), 0);
+		vbd_io(fx, &fx->v[0], 16, BLKIF_OP_WRITE, 0);
+		n = sys_read(fx, VBD "statistics/pool_pages_free");
+		if (mono_ms() - t0 < 1000)    /* the deadline was set before t0 */
+			assert_int_equal(n, 0);
 	}
 	/* after buffer_squeeze_duration_ms, pages come back under load */
 	while (mono_ms() - t0 < 1000 + 50)
 		usleep(10000);
-	io_batch(fx, 16, BLKIF_OP_WRITE, 0);
+	vbd_io(fx, &fx->v[0], 16, BLKIF_OP_WRITE, 0);
 	assert_int_equal(sys_read(fx, VBD "statistics/pool_pages_free"), 16 * SEGS);
 	assert_int_equal(sys_read(fx, VBD "statistics/inflight"), 0);
 	assert_int_equal(stop_backend(fx, SIGTERM), 0);
@@ -482,8 +212,7 @@ static void test_squeeze_cgroup1(void **state)
 	assert_int_equal(mkdir(fx->cg, 0755), 0);
 	snprintf(arg, sizeof(arg), "--pressure=cgroup1:%s", fx->cg);
 	start_backend(fx, arg);
-	attach(fx);
-	frontend_connect(fx, false);
+	vbd_connect(fx, vbd_attach(fx, NULL, 16 << 20), false);
 	assert_int_equal(fill_pool(fx), 64 * SEGS);
 	rss0 = rss_kb(fx->be);
 	/* the limit: what the backend uses now, plus 16 MiB */
@@ -516,7 +245,7 @@ static void test_squeeze_cgroup1(void **state)
 	/* I/O runs; the kernel's event must squeeze the pool to 0 */
 	t0 = mono_ms();
 	while (mono_ms() - t0 < 20000) {
-		io_batch(fx, 8, BLKIF_OP_WRITE, 0);
+		vbd_io(fx, &fx->v[0], 8, BLKIF_OP_WRITE, 0);
 		n = sys_read(fx, VBD "statistics/pool_pages_free");
 		if (!n && sys_read(fx, "module/xen_blkback/memory_pressure"))
 			break;
