@@ -38,22 +38,6 @@ static unsigned int env_uint(const char *name, unsigned int def)
 	return s && *s ? (unsigned int)strtoul(s, NULL, 10) : def;
 }
 
-static int setup(void **state)
-{
-	struct fx *fx = NULL;
-	int rc = fx_setup(&fx);
-
-	*state = fx;
-	return rc;
-}
-
-static int teardown(void **state)
-{
-	if (*state)
-		fx_teardown(*state);
-	return 0;
-}
-
 /* One 4 KiB write at QD 1, as dd does with oflag=direct. */
 static void write_one(struct vbd *v, struct guest *g, uint64_t sector)
 {
@@ -124,29 +108,6 @@ static uint64_t majflt(pid_t pid)
 	return v;
 }
 
-static void start_hog(struct fx *fx)
-{
-	char procs[200], file[200];
-
-	snprintf(procs, sizeof(procs), "%s/cgroup.procs", fx->cg);
-	snprintf(file, sizeof(file), "%s/hog.dat", fx->g.rundir);
-	fx->hog = fork();
-	if (fx->hog == 0) {
-		static char buf[1 << 20];
-		int fd;
-
-		if (put_file(procs, "0"))
-			_exit(2);
-		fd = open(file, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
-		memset(buf, 0x5a, sizeof(buf));
-		for (unsigned int i = 0; fd >= 0; i++)   /* until killed */
-			if (pwrite(fd, buf, sizeof(buf), (off_t)(i % 256) << 20) != sizeof(buf))
-				_exit(3);
-		_exit(0);
-	}
-	assert_true(fx->hog > 0);
-}
-
 static void phase(struct fx *fx, const char *name, unsigned int seconds)
 {
 	char rel[160];
@@ -156,7 +117,7 @@ static void phase(struct fx *fx, const char *name, unsigned int seconds)
 				   strcmp(name, "on") ? "0" : "10"), 0);
 	for (unsigned int i = 0; i < fx->nvbds; i++)
 		vbd_io(fx, &fx->v[i], 64, BLKIF_OP_WRITE, 0);     /* fill the pools */
-	start_hog(fx);
+	fx_start_hog(fx, 0);
 	for (unsigned int tick = 0; tick < seconds * 10; tick++) {
 		uint64_t pool = 0;
 
@@ -218,10 +179,10 @@ int main(int argc, char **argv)
 	for (int i = 1; i < argc; i++) {
 		if (!strcmp(argv[i], "dd"))
 			tests[n++] = (struct CMUnitTest)cmocka_unit_test_setup_teardown(
-				bench_dd, setup, teardown);
+				bench_dd, fx_cm_setup, fx_cm_teardown);
 		else if (!strcmp(argv[i], "pressure"))
 			tests[n++] = (struct CMUnitTest)cmocka_unit_test_setup_teardown(
-				bench_pressure, setup, teardown);
+				bench_pressure, fx_cm_setup, fx_cm_teardown);
 		if (n == 2)
 			break;
 	}

@@ -30,22 +30,6 @@
 
 #include "test_pressure_fx.h"
 
-static int setup(void **state)
-{
-	struct fx *fx = NULL;
-	int rc = fx_setup(&fx);
-
-	*state = fx;
-	return rc;
-}
-
-static int teardown(void **state)
-{
-	if (*state)
-		fx_teardown(*state);
-	return 0;
-}
-
 /* ---- the tree against Documentation/ABI ----------------------------------- */
 
 #define MAX_ENTRIES 128
@@ -202,7 +186,7 @@ static void test_squeeze_tree(void **state)
 static void test_squeeze_cgroup1(void **state)
 {
 	struct fx *fx = *state;
-	char arg[200], lim[32], path[200], hogfile[200];
+	char arg[200], lim[32], path[200];
 	uint64_t t0, n = 1, usage;
 	long rss0;
 	FILE *f;
@@ -226,22 +210,7 @@ static void test_squeeze_cgroup1(void **state)
 	assert_int_equal(put_file(path, lim), 0);
 	assert_int_equal(sys_read(fx, "module/xen_blkback/memory_pressure"), 0);
 
-	snprintf(hogfile, sizeof(hogfile), "%s/hog.dat", fx->g.rundir);
-	snprintf(path, sizeof(path), "%s/cgroup.procs", fx->cg);
-	fx->hog = fork();
-	if (fx->hog == 0) {
-		static char buf[1 << 20];
-		int fd;
-
-		if (put_file(path, "0"))
-			_exit(2);
-		fd = open(hogfile, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
-		memset(buf, 0x5a, sizeof(buf));
-		for (int i = 0; fd >= 0 && i < 512; i++)
-			if (pwrite(fd, buf, sizeof(buf), (off_t)(i % 256) << 20) != sizeof(buf))
-				_exit(3);
-		_exit(0);
-	}
+	fx_start_hog(fx, 512);
 	/* I/O runs; the kernel's event must squeeze the pool to 0 */
 	t0 = mono_ms();
 	while (mono_ms() - t0 < 20000) {
@@ -264,9 +233,9 @@ static void test_squeeze_cgroup1(void **state)
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
-		cmocka_unit_test_setup_teardown(test_lru_live, setup, teardown),
-		cmocka_unit_test_setup_teardown(test_squeeze_tree, setup, teardown),
-		cmocka_unit_test_setup_teardown(test_squeeze_cgroup1, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_lru_live, fx_cm_setup, fx_cm_teardown),
+		cmocka_unit_test_setup_teardown(test_squeeze_tree, fx_cm_setup, fx_cm_teardown),
+		cmocka_unit_test_setup_teardown(test_squeeze_cgroup1, fx_cm_setup, fx_cm_teardown),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -334,4 +334,47 @@ static inline void assert_log_clean(struct fx *fx)
 	fclose(f);
 }
 
+/* A child in the cgroup fx->cg writing page cache (256 MiB, rewritten)
+ * to $rundir/hog.dat: megabytes MiB, or until killed when 0.  The kernel
+ * must reclaim in the group all along.  fx_teardown kills it. */
+static inline void fx_start_hog(struct fx *fx, unsigned int megabytes)
+{
+	char procs[200], file[200];
+
+	snprintf(procs, sizeof(procs), "%s/cgroup.procs", fx->cg);
+	snprintf(file, sizeof(file), "%s/hog.dat", fx->g.rundir);
+	fx->hog = fork();
+	if (fx->hog == 0) {
+		static char buf[1 << 20];
+		int fd;
+
+		if (put_file(procs, "0"))
+			_exit(2);
+		fd = open(file, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+		memset(buf, 0x5a, sizeof(buf));
+		for (unsigned int i = 0; fd >= 0 && (!megabytes || i < megabytes); i++)
+			if (pwrite(fd, buf, sizeof(buf), (off_t)(i % 256) << 20) != sizeof(buf))
+				_exit(3);
+		_exit(0);
+	}
+	assert_true(fx->hog > 0);
+}
+
+/* cmocka setup / teardown around fx_setup / fx_teardown. */
+static inline int fx_cm_setup(void **state)
+{
+	struct fx *fx = NULL;
+	int rc = fx_setup(&fx);
+
+	*state = fx;
+	return rc;
+}
+
+static inline int fx_cm_teardown(void **state)
+{
+	if (*state)
+		fx_teardown(*state);
+	return 0;
+}
+
 #endif
