@@ -36,35 +36,82 @@ int gnt_xport_init(struct gnt_xport *x, struct xbd_gnttab *gt, xbd_domid_t domid
 	x->gt = gt;
 	x->domid = domid;
 	x->persistent = persistent;
+	x->seen_squeeze_ns = gnt_squeeze_until();   /* only squeezes from now on */
 	gntpool_init(&x->pool, gt, domid);
 	return 0;
 }
 
 /* ---- buffer pool: free pages for grant copy ------------------------------ */
 
+/* The process-wide squeeze deadline (gnt_squeeze_all): written by any
+ * thread, read by every queue thread; relaxed, only a time. */
+static uint64_t squeeze_all_until_ns;
+
+void gnt_squeeze_all(uint64_t until_ns)
+{
+	uint64_t old = __atomic_load_n(&squeeze_all_until_ns, __ATOMIC_RELAXED);
+
+	while (until_ns > old &&
+	       !__atomic_compare_exchange_n(&squeeze_all_until_ns, &old, until_ns, false,
+					    __ATOMIC_RELAXED, __ATOMIC_RELAXED))
+		;
+}
+
+uint64_t gnt_squeeze_until(void)
+{
+	return __atomic_load_n(&squeeze_all_until_ns, __ATOMIC_RELAXED);
+}
+
+static void publish(struct gnt_xport *x)
+{
+	__atomic_store_n(&x->pub.pages_free, x->nr_free, __ATOMIC_RELAXED);
+	__atomic_store_n(&x->pub.pages_in_use, x->pages_out, __ATOMIC_RELAXED);
+	__atomic_store_n(&x->pub.grants_mapped, x->pool.count, __ATOMIC_RELAXED);
+}
+
+void gnt_xport_pool(const struct gnt_xport *x, struct gnt_pool_view *out)
+{
+	out->pages_free = __atomic_load_n(&x->pub.pages_free, __ATOMIC_RELAXED);
+	out->pages_in_use = __atomic_load_n(&x->pub.pages_in_use, __ATOMIC_RELAXED);
+	out->grants_mapped = __atomic_load_n(&x->pub.grants_mapped, __ATOMIC_RELAXED);
+	out->squeezes = __atomic_load_n(&x->pub.squeezes, __ATOMIC_RELAXED);
+}
+
+/* Pages are mmap'ed one by one so that freeing one really gives it back
+ * to the system (malloc would keep it in its heap). */
 static void *page_get(struct gnt_xport *x)
 {
 	void *pg;
 
-	if (x->nr_free)
-		return x->free_pages[--x->nr_free];
-	if (posix_memalign(&pg, 4096, 4096))
-		return NULL;
-	x->stats.pages_allocated++;
+	if (x->nr_free) {
+		pg = x->free_pages[--x->nr_free];
+	} else {
+		pg = mmap(NULL, 4096, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+		if (pg == MAP_FAILED)
+			return NULL;
+		x->stats.pages_allocated++;
+	}
+	x->pages_out++;
 	return pg;
+}
+
+static bool squeezed(const struct gnt_xport *x, uint64_t now)
+{
+	return now < x->squeeze_until_ns || now < gnt_squeeze_until();
 }
 
 static unsigned int keep_limit(const struct gnt_xport *x, uint64_t now)
 {
-	return now < x->squeeze_until_ns ? 0 : (unsigned int)tun_get(TUN_MAX_BUFFER_PAGES);
+	return squeezed(x, now) ? 0 : (unsigned int)tun_get(TUN_MAX_BUFFER_PAGES);
 }
 
 /* Keep a page for the next copy unless the pool is at max_buffer_pages
  * or squeezed. */
 static void page_put(struct gnt_xport *x, void *pg, uint64_t now)
 {
+	x->pages_out--;
 	if (x->nr_free >= keep_limit(x, now)) {
-		free(pg);
+		munmap(pg, 4096);
 		return;
 	}
 	if (x->nr_free == x->cap_free) {
@@ -72,7 +119,7 @@ static void page_put(struct gnt_xport *x, void *pg, uint64_t now)
 		void **a = realloc(x->free_pages, cap * sizeof(*a));
 
 		if (!a) {
-			free(pg);
+			munmap(pg, 4096);
 			return;
 		}
 		x->free_pages = a;
@@ -84,13 +131,33 @@ static void page_put(struct gnt_xport *x, void *pg, uint64_t now)
 static void pages_trim(struct gnt_xport *x, unsigned int keep)
 {
 	while (x->nr_free > keep)
-		free(x->free_pages[--x->nr_free]);
+		munmap(x->free_pages[--x->nr_free], 4096);
 }
 
 void gnt_xport_squeeze(struct gnt_xport *x, uint64_t now_ns, unsigned int duration_ms)
 {
 	x->squeeze_until_ns = now_ns + (uint64_t)duration_ms * 1000000ull;
 	pages_trim(x, 0);
+	publish(x);
+}
+
+/* Apply a squeeze reported since we last looked (gnt_squeeze_all): free
+ * every free page and unmap every idle persistent grant, even if the
+ * squeeze is already over (a 10 ms squeeze is shorter than the tick).
+ * Returns whether the pool is squeezed now. */
+static bool apply_squeeze(struct gnt_xport *x, uint64_t now)
+{
+	uint64_t g = gnt_squeeze_until();
+	bool fresh = g != x->seen_squeeze_ns;
+
+	x->seen_squeeze_ns = g;
+	if (fresh) {                      /* squeezes applied, for the tree */
+		__atomic_store_n(&x->pub.squeezes, x->pub.squeezes + 1, __ATOMIC_RELAXED);
+		gntpool_purge(&x->pool, now, 0, 0);
+		pages_trim(x, 0);
+		publish(x);
+	}
+	return fresh || squeezed(x, now);
 }
 
 /* ---- copy ---------------------------------------------------------------- */
@@ -137,6 +204,7 @@ static void copy_release(struct gnt_xport *x, struct be_pending *p, unsigned int
 
 	for (unsigned int i = 0; i < n; i++)
 		page_put(x, p->seg_priv[i], now);
+	publish(x);
 }
 
 static int copy_map(struct gnt_xport *x, struct be_pending *p)
@@ -159,6 +227,8 @@ static int copy_map(struct gnt_xport *x, struct be_pending *p)
 		rc = copy_all(x, p, false);   /* the data to write, once */
 	if (rc)
 		copy_release(x, p, i);
+	else
+		publish(x);
 	return rc;
 }
 
@@ -233,6 +303,7 @@ static int persistent_map(struct gnt_xport *x, struct be_pending *p)
 	}
 	if (rc)
 		persistent_release(x, p, i);  /* stop at the first error */
+	publish(x);
 	return rc;
 }
 
@@ -252,6 +323,9 @@ static int x_map(void *ctx, struct be_pending *p)
 {
 	struct gnt_xport *x = ctx;
 
+	/* under load, a squeeze need not wait for the tick (one relaxed load) */
+	if (__builtin_expect(gnt_squeeze_until() != x->seen_squeeze_ns, 0))
+		apply_squeeze(x, now_ns());
 	p->xport_mode = choose(x, p);
 	switch (p->xport_mode) {
 	case GNT_PERSISTENT:
@@ -301,13 +375,18 @@ static void x_unmap_indirect(void *ctx, void **pages, unsigned int n)
 	(void)xbd_gnttab_unmap(x->gt, pages[0], n);
 }
 
+/* Every BE_IO_TICK_MS: Linux's persistent-grant purge and the trim to
+ * max_buffer_pages; under a squeeze, no free page and no idle grant. */
 static void x_tick(void *ctx, uint64_t now)
 {
 	struct gnt_xport *x = ctx;
+	bool sq = apply_squeeze(x, now);
 
-	gntpool_purge(&x->pool, now, (unsigned int)tun_get(TUN_MAX_PERSISTENT_GRANTS),
+	gntpool_purge(&x->pool, now,
+		      sq ? 0 : (unsigned int)tun_get(TUN_MAX_PERSISTENT_GRANTS),
 		      (unsigned int)tun_get(TUN_PERSISTENT_GRANT_UNUSED_SECONDS));
-	pages_trim(x, keep_limit(x, now));
+	pages_trim(x, sq ? 0 : keep_limit(x, now));
+	publish(x);
 }
 
 const struct be_xport_ops gnt_xport_ops = {

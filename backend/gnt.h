@@ -37,11 +37,21 @@ struct gnt_xport {
 	struct gntpool pool;        /* persistent grants */
 	void **free_pages;          /* buffer pool: free bounce pages */
 	unsigned int nr_free, cap_free;
+	unsigned int pages_out;     /* buffer pages held by requests */
 	uint64_t squeeze_until_ns;  /* keep no free page before this */
+	uint64_t seen_squeeze_ns;   /* gnt_squeeze_until() at the last tick */
 	struct gnt_stats {
 		uint64_t persistent, copied, mapped, pages_allocated;
 	} stats;
+	/* Published by the queue thread after every change (relaxed atomic
+	 * stores), read by the control thread for the tree: see gnt_xport_pool. */
+	struct gnt_pool_view {
+		uint64_t pages_free, pages_in_use, grants_mapped, squeezes;
+	} pub;
 };
+
+/* What the tree shows of a queue's pool; any thread (relaxed loads). */
+void gnt_xport_pool(const struct gnt_xport *x, struct gnt_pool_view *out);
 
 /* Set up (no mapping yet).  0 or -ENOMEM. */
 int gnt_xport_init(struct gnt_xport *x, struct xbd_gnttab *gt, xbd_domid_t domid,
@@ -51,8 +61,19 @@ int gnt_xport_init(struct gnt_xport *x, struct xbd_gnttab *gt, xbd_domid_t domid
 int gnt_xport_destroy(struct gnt_xport *x);
 
 /* Memory pressure: free every idle buffer page now and keep none for
- * duration_ms (buffer_squeeze_duration_ms). */
+ * duration_ms (buffer_squeeze_duration_ms).  Queue thread only. */
 void gnt_xport_squeeze(struct gnt_xport *x, uint64_t now_ns, unsigned int duration_ms);
+
+/*
+ * Memory pressure seen by the process (backend/pressure.c, any thread):
+ * every queue keeps no free buffer page and no idle persistent grant
+ * until CLOCK_MONOTONIC until_ns.  Each queue thread applies it at its
+ * next tick (at most BE_IO_TICK_MS later): it frees the free pages
+ * (munmap: the memory goes back to the system) and unmaps every unused
+ * persistent grant; pages and grants of requests in flight are untouched.
+ */
+void gnt_squeeze_all(uint64_t until_ns);
+uint64_t gnt_squeeze_until(void);
 
 /* The be_io transport; ctx is the struct gnt_xport. */
 extern const struct be_xport_ops gnt_xport_ops;

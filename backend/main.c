@@ -26,12 +26,16 @@
 #include <unistd.h>
 
 #include "backend/devtab.h"
+#include "backend/pressure.h"
+#include "backend/sysfs.h"
 #include "backend/tunables.h"
 #include "log.h"
 
 struct options {
 	enum xbd_platform_kind platform;
 	const char *rundir, *pid_file;
+	const char *sysfs;            /* NULL: $rundir/sys; "none": no tree */
+	const char *pressure;         /* --pressure SPEC, or NULL */
 	bool foreground;
 	unsigned int domid;
 	enum xbd_log_level level;
@@ -50,6 +54,12 @@ static void usage(FILE *f)
 "  -N, --foreground         do not daemonize; log to stderr\n"
 "  -F, --pid-file FILE      write the pid to FILE\n"
 "  -l, --log-level LEVEL    err|warn|info|debug (default warn)\n"
+"  -s, --sysfs DIR          mount the sysfs-style tree at DIR (default\n"
+"                           $rundir/sys; \"none\": no tree)\n"
+"  -P, --pressure SPEC      squeeze page pools on memory pressure from\n"
+"                           psi[:FILE] (a PSI trigger on /proc/pressure/memory\n"
+"                           or a cgroup v2 memory.pressure) or cgroup1:DIR (a\n"
+"                           cgroup v1 memory.pressure_level event)\n"
 "  -h, --help               this text\n"
 "\n"
 "Tunables (Linux xen-blkback's names; Documentation/ABI/backend-tunables):\n");
@@ -69,6 +79,8 @@ static struct option *long_options(void)
 		{ "foreground", no_argument, NULL, 'N' },
 		{ "pid-file", required_argument, NULL, 'F' },
 		{ "log-level", required_argument, NULL, 'l' },
+		{ "sysfs", required_argument, NULL, 's' },
+		{ "pressure", required_argument, NULL, 'P' },
 		{ "help", no_argument, NULL, 'h' },
 	};
 	size_t nf = sizeof(fixed) / sizeof(fixed[0]);
@@ -92,6 +104,8 @@ static int parse_one(struct options *o, int c, const char *arg)
 	case 'N': o->foreground = true; return 0;
 	case 'F': o->pid_file = arg; return 0;
 	case 'l': return xbd_log_parse_level(arg, &o->level);
+	case 's': o->sysfs = arg; return *arg ? 0 : -EINVAL;
+	case 'P': o->pressure = arg; return 0;
 	case 'd':
 		o->domid = (unsigned int)strtoul(arg, &end, 10);
 		return *arg && !*end && o->domid <= XBD_DOMID_MAX ? 0 : -EINVAL;
@@ -108,7 +122,7 @@ static int parse(int argc, char **argv, struct options *o)
 	struct option *lo = long_options();
 	int c, rc = lo ? 0 : -ENOMEM;
 
-	while (!rc && (c = getopt_long(argc, argv, "p:R:d:NF:l:h", lo, NULL)) != -1) {
+	while (!rc && (c = getopt_long(argc, argv, "p:R:d:NF:l:s:P:h", lo, NULL)) != -1) {
 		if (c == 'h')
 			rc = 1;
 		else if (c == '?' || parse_one(o, c, optarg)) {
@@ -187,19 +201,45 @@ static int on_signal(int sfd, const struct devtab *t, const char *rundir)
 }
 
 #define MAX_POLL 1024
+#define NFIXED 4           /* signalfd, xenstore, the tree, pressure */
+
+/* What the control loop polls besides xenstore and the queues. */
+struct extras {
+	struct sysfs *sysfs;          /* NULL: no tree */
+	struct pressure *pressure;    /* NULL: no --pressure */
+};
+
+/* The tree's and the pressure source's events; a source that went away
+ * is dropped (the backend serves on without it). */
+static void on_extras(struct extras *x, const struct pollfd *fds)
+{
+	if (x->sysfs && fds[2].revents && sysfs_process(x->sysfs) < 0) {
+		log_warn("the sysfs tree was unmounted");
+		sysfs_unmount(x->sysfs);
+		x->sysfs = NULL;
+	}
+	if (x->pressure && fds[3].revents && pressure_handle(x->pressure, fds[3].revents) < 0) {
+		log_warn("the memory-pressure source went away");
+		pressure_close(x->pressure);
+		x->pressure = NULL;
+	}
+}
 
 /* The control loop: returns 0 on a stop signal, -errno if xenstore went. */
-static int serve(struct devtab *t, int sfd, const char *rundir)
+static int serve(struct devtab *t, int sfd, const char *rundir, struct extras *x)
 {
 	static struct pollfd fds[MAX_POLL];
 
 	for (;;) {
-		unsigned int n = 2 + devtab_pollfds(t, fds + 2, MAX_POLL - 2);
+		unsigned int n = NFIXED + devtab_pollfds(t, fds + NFIXED, MAX_POLL - NFIXED);
 		int timeout = tun_get(TUN_LOG_STATS) ? 10000 : -1;
 		int rc;
 
 		fds[0] = (struct pollfd){ sfd, POLLIN, 0 };
 		fds[1] = (struct pollfd){ xbd_xs_watch_fd(t->ctx.xs), POLLIN, 0 };
+		fds[2] = (struct pollfd){ x->sysfs ? sysfs_fd(x->sysfs) : -1, POLLIN, 0 };
+		fds[3] = (struct pollfd){ x->pressure ? pressure_fd(x->pressure) : -1,
+					  x->pressure ? pressure_events(x->pressure) : 0, 0 };
 		rc = poll(fds, n, timeout);
 		if (rc < 0 && errno != EINTR)
 			return -errno;
@@ -207,12 +247,38 @@ static int serve(struct devtab *t, int sfd, const char *rundir)
 			log_stats(t);
 		if ((fds[0].revents & POLLIN) && on_signal(sfd, t, rundir))
 			return 0;
-		for (unsigned int i = 2; i < n; i++)
+		on_extras(x, fds);
+		for (unsigned int i = NFIXED; i < n; i++)
 			if (fds[i].revents & POLLIN)
 				devtab_queue_done(t, fds[i].fd);
 		if (fds[1].revents && (rc = devtab_events(t)) < 0)
 			return rc;
 	}
+}
+
+/* The tree and the pressure source.  A tree that cannot be mounted (no
+ * /dev/fuse) is a warning; a bad --pressure is an error. */
+static int start_extras(const struct options *o, struct devtab *t, const char *rundir,
+			struct extras *x)
+{
+	char dir[512];
+	int rc;
+
+	if (o->pressure) {
+		rc = pressure_open(o->pressure, &x->pressure);
+		if (rc) {
+			log_err("--pressure %s: %s", o->pressure, strerror(-rc));
+			return rc;
+		}
+	}
+	if (o->sysfs && !strcmp(o->sysfs, "none"))
+		return 0;
+	snprintf(dir, sizeof(dir), "%s/sys", rundir);
+	rc = sysfs_mount(o->sysfs ? o->sysfs : dir, t, &x->sysfs);
+	if (rc)
+		log_warn("cannot mount the sysfs tree at %s: %s", o->sysfs ? o->sysfs : dir,
+			 strerror(-rc));
+	return 0;
 }
 
 static int block_signals(void)
@@ -246,6 +312,7 @@ static int run(const struct options *o)
 	struct xbd_platform *p = NULL;
 	struct xs_handle *xs = NULL;
 	struct devtab t = { 0 };
+	struct extras x = { 0 };
 	int sfd = -1, rc;
 
 	rc = xbd_platform_open(o->platform, o->rundir, &p);
@@ -267,10 +334,15 @@ static int run(const struct options *o)
 		log_err("cannot watch backend/vbd: %s", strerror(-rc));
 		goto out;
 	}
-	rc = serve(&t, sfd, xbd_platform_rundir(p));
+	rc = start_extras(o, &t, xbd_platform_rundir(p), &x);
+	if (rc)
+		goto out;
+	rc = serve(&t, sfd, xbd_platform_rundir(p), &x);
 	if (rc)
 		log_err("xenstore connection lost: %s", strerror(-rc));
 out:
+	sysfs_unmount(x.sysfs);          /* before the devices it shows */
+	pressure_close(x.pressure);
 	devtab_stop(&t);
 	if (sfd >= 0)
 		close(sfd);

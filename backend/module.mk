@@ -5,7 +5,7 @@ BACKEND_SRCS := $(wildcard backend/*.c backend/storage/*.c)
 
 PROGS += xbd-blkback
 xbd-blkback_SRCS := $(BACKEND_SRCS)
-xbd-blkback_LDLIBS := -luring
+xbd-blkback_LDLIBS := -luring -lfuse3
 
 $(O)/lib/libxbdbackend.a: $(call obj,$(BACKEND_SRCS))
 	@mkdir -p $(dir $@)
@@ -18,6 +18,8 @@ all: $(O)/lib/libxbdbackend.a
 test_io_uring_LDLIBS := -luring
 test_gnt_LDLIBS := -luring
 test_be_queue_LDLIBS := -luring
+test_pressure_LDLIBS := -luring
+test_pressure_daemon_LDLIBS := -luring
 
 # The transport micro-benchmark (not installed): make be-xport-bench, then
 # $(O)/bench/xbd-be-xport-bench [iterations].  See Documentation/backend.md.
@@ -33,9 +35,15 @@ test_be_xenbus_LDLIBS := -luring
 # One queue serving an in-process guest: make be-queue-bench, then
 # $(O)/bench/xbd-be-queue-bench FILE [--bs B] [--qd N] [--write] ...
 QUEUE_BENCH_SRCS := backend/bench/queue_bench.c $(filter-out backend/main.c \
-	backend/devtab.c backend/xenbus.c,$(BACKEND_SRCS))
+	backend/devtab.c backend/xenbus.c backend/sysfs.c,$(BACKEND_SRCS))
 $(O)/bench/xbd-be-queue-bench: $(call obj,$(QUEUE_BENCH_SRCS)) $(LIBXBD)
 	@mkdir -p $(dir $@)
 	$(CC) $(LDFLAGS) -o $@ $(filter %.o,$^) $(LIBXBD) -luring $(XEN_LIBS) -lm
 .PHONY: be-queue-bench
 be-queue-bench: $(O)/bench/xbd-be-queue-bench
+
+# The sysfs-style tree (backend/sysfs.c) is a libfuse3 file system.
+$(call obj,backend/sysfs.c): CPPFLAGS += $(shell pkg-config --cflags fuse3)
+
+# The page pool's benchmark (bench/pool/, make bench).
+include bench/pool/module.mk
