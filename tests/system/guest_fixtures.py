@@ -59,7 +59,8 @@ class Guest:
     def start_backend(self, name="blkback", queues=2):
         self.backend = self.daemons.start(
             [binary("xbd-blkback"), "-N", "-p", "local", "-R", self.rundir,
-             f"--max_queues={queues}", "--max_ring_page_order=2"],
+             f"--max_queues={queues}", "--max_ring_page_order=2",
+             "--sysfs=none"],
             name=name, env=self.env)
         return self.backend
 

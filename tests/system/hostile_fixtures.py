@@ -88,7 +88,7 @@ class Host:
         self.m = Machine(daemons, rundir)
         self.backend = daemons.start(
             [binary("xbd-blkback"), "-N", "-p", "local", "-R", rundir,
-             "-l", "info", "--max_queues=2"], name="xbd-blkback")
+             "-l", "info", "--max_queues=2", "--sysfs=none"], name="xbd-blkback")
         self.ndisk = 0
 
     def guest(self, name, disk=None, size=DISK_BYTES, vdev="xvda"):

@@ -21,7 +21,7 @@ def frontend(xd, *args):
 def blkback(daemons, xd, name="blkback"):
     return daemons.start([binary("xbd-blkback"), "-N", "-p", "local", "-R",
                           xd.rundir, "--max_queues=2",
-                          "--max_ring_page_order=3"], name=name, env=xd.env)
+                          "--max_ring_page_order=3", "--sysfs=none"], name=name, env=xd.env)
 
 
 def info(out):
