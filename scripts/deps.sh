@@ -7,7 +7,7 @@ PKGS="gcc make pkg-config libc6-dev
 libxen-dev xen-utils-4.17 xenstore-utils
 liburing-dev libfuse3-dev fuse3
 libcmocka-dev python3 python3-pytest python3-pyxs
-fio nbdkit libnbd-dev
+fio nbdkit libnbd-dev qemu-system-common gnuplot-nox
 clang valgrind util-linux procps psmisc"
 
 missing=""
