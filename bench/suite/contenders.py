@@ -45,10 +45,11 @@ def _children_cpu():
     return r.ru_utime + r.ru_stime
 
 
-def run_client(cmd, timeout, log):
+def run_client(cmd, timeout, log, env=None):
     """Run a client to completion; returns (stdout+stderr text, cpu s)."""
     c0 = _children_cpu()
-    out = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout)
+    out = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout,
+                         env=env)
     cpu = _children_cpu() - c0
     with open(log, "a") as f:
         f.write("$ " + " ".join(cmd) + "\n" + out.stdout + out.stderr + "\n")
@@ -61,16 +62,16 @@ def run_client(cmd, timeout, log):
 class Server:
     """A server process on a Unix socket, with its CPU readable."""
 
-    def __init__(self, cmd, sock, log, startup=20.0):
+    def __init__(self, cmd, sock, log, startup=20.0, env=None):
         self.cmd, self.sock, self.log, self.startup = cmd, sock, log, startup
-        self.proc = None
+        self.proc, self.env = None, env
 
     def start(self):
         if os.path.exists(self.sock):     # left by an earlier server
             os.unlink(self.sock)
         logf = open(self.log, "a")
         self.proc = subprocess.Popen(self.cmd, stdout=logf, stderr=logf,
-                                     stdin=subprocess.DEVNULL)
+                                     stdin=subprocess.DEVNULL, env=self.env)
         logf.close()
         deadline = time.monotonic() + self.startup
         while time.monotonic() < deadline:
@@ -142,9 +143,9 @@ class Contender:
         fig["server_cpu_s"] = (self.server.cpu() - s0) if self.server else 0.0
         return fig
 
-    def _fio(self, w, runtime, target):
+    def _fio(self, w, runtime, target, env=None):
         cmd = ["fio"] + fio_args(w, runtime, self.dd_count) + target
-        text, cpu = run_client(cmd, runtime * 4 + 120, self.log)
+        text, cpu = run_client(cmd, runtime * 4 + 120, self.log, env)
         fig = parse.fio_json(text[:text.rindex("}") + 1])
         fig["client_cpu_s"] = cpu
         return fig
@@ -256,9 +257,73 @@ class XbdQueueVariant(XbdQueue):
         super().__init__(build, work)
 
 
-def main_set(build, work):
-    return [Host(build, work), Qsd(build, work), Nbdkit(build, work),
-            XbdQueue(build, work)]
+class XbdFio(Contender):
+    """fio in a guest domain through the external engine (xbd-fio.so):
+    xbd-xenstored, xbd-blkback and a domain on the local platform, the
+    store attached as xvdb.  One job (each job would be a frontend)."""
+    name, method = "xbd-fio", "fio external engine xbd-fio.so"
+    queues = 1
+
+    def engine(self):
+        return os.path.join(self.build, "lib", "xbd-fio.so")
+
+    def check(self):
+        need("fio", "fio")
+        for p in ("xbd-xenstored", "xbd-blkback", "xbd"):
+            need(os.path.join(self.build, "bin", p), "this tree (make)")
+        need(self.engine(), "this tree (make)")
+
+    def supports(self, w):
+        return w["jobs"] == 1
+
+    def start(self, store):
+        self.store, self.run_dir = store, os.path.join(self.work, "xbd-run")
+        os.makedirs(self.run_dir, exist_ok=True)
+        self.env = dict(os.environ, XBD_RUNDIR=self.run_dir,
+                        XENSTORED_PATH=os.path.join(self.run_dir, "xenstored.sock"))
+        b = os.path.join(self.build, "bin")
+        self.server = Server([os.path.join(b, "xbd-xenstored"), "--foreground"],
+                             self.env["XENSTORED_PATH"], self.log, env=self.env)
+        self.server.start()
+        self.blkback = Server([os.path.join(b, "xbd-blkback"), "-N", "-p", "local",
+                               "-R", self.run_dir, "--max_queues=4",
+                               "--max_ring_page_order=3"], None, self.log, env=self.env)
+        self.blkback.proc = subprocess.Popen(self.blkback.cmd, stdout=subprocess.DEVNULL,
+                                             stderr=open(self.log, "a"), env=self.env)
+        xbd = [os.path.join(b, "xbd"), "--platform", "local"]
+        run_client(xbd + ["domain-create", "bench", "--memory", "1G"], 60, self.log, self.env)
+        run_client(xbd + ["block-attach", "bench",
+                          f"format=raw, vdev=xvdb, target={store.path}"], 60, self.log,
+                   self.env)
+
+    def stop(self):
+        if getattr(self, "blkback", None):
+            self.blkback.stop()
+            self.blkback = None
+        super().stop()
+
+    def run(self, w, runtime):
+        s0 = self.blkback.cpu()
+        fig = self._run(w, runtime)
+        fig["server_cpu_s"] = self.blkback.cpu() - s0
+        return fig
+
+    def _run(self, w, runtime):
+        fig = self._fio(w, runtime, ["--ioengine=external:" + self.engine(),
+                                     "--xbd_domain=bench", "--xbd_vdev=xvdb",
+                                     f"--xbd_max_queues={self.queues}",
+                                     "--xbd_max_ring_page_order=3"], self.env)
+        if w["dd"]:
+            fig["method"] = "fio engine, 4k QD1 sequential pass (dd equivalent)"
+        return fig
+
+
+def main_set(build, work, top):
+    """The contenders; xbd-fio when this tree has the engine's source."""
+    cs = [Host(build, work), Qsd(build, work), Nbdkit(build, work)]
+    if os.path.isdir(os.path.join(top, "frontend", "fio")):
+        cs.append(XbdFio(build, work))
+    return cs + [XbdQueue(build, work)]
 
 
 def variants(build, work):

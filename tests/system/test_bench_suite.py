@@ -152,3 +152,15 @@ def test_quick_results_go_to_their_own_folder(tmp_path):
     path = report.write(res, str(tmp_path))
     assert path == str(tmp_path / "quick" / "README.md")
     assert "(quick)" in open(path).read()
+
+
+def test_pending_xbd_contenders_are_always_named(tmp_path):
+    import suite
+    names = [p["contender"] for p in suite.pending(str(tmp_path))]
+    assert names == ["xbd-fio", "xbd-fuse"]
+    assert suite.pending(str(tmp_path))[1]["why"].startswith("no xbd-blkfront FUSE file")
+    (tmp_path / "frontend" / "fio").mkdir(parents=True)
+    (tmp_path / "frontend" / "blkfront").mkdir(parents=True)
+    left = suite.pending(str(tmp_path))             # xbd-fio is a contender now
+    assert [p["contender"] for p in left] == ["xbd-fuse"]
+    assert "does not start it" in left[0]["why"]
