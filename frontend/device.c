@@ -57,8 +57,13 @@ int fe_dev_create(struct xbd_platform *plat, struct xbd_domain *dom,
 	if (!dev)
 		return -ENOMEM;
 	dev->par = *par;
+	dev->dom = dom;
+	pthread_mutex_init(&dev->buf_lock, NULL);
+	pthread_mutex_init(&dev->info_lock, NULL);
 	dev->q = calloc(par->nqueues, sizeof(*dev->q));
 	if (!dev->q) {
+		pthread_mutex_destroy(&dev->buf_lock);
+		pthread_mutex_destroy(&dev->info_lock);
 		free(dev);
 		return -ENOMEM;
 	}
@@ -91,8 +96,10 @@ int fe_dev_connect(struct xbdfront_dev *dev, const struct fe_limits *lim,
 	rc = fe_limits_check(lim);
 	if (rc)
 		return rc;
+	pthread_mutex_lock(&dev->info_lock);
 	dev->lim = *lim;
 	dev->physical_sector_size = physical_sector_size;
+	pthread_mutex_unlock(&dev->info_lock);
 	for (i = 0; i < dev->par.nqueues; i++) {
 		rc = fe_queue_connect(dev->q[i], lim);
 		if (rc)
@@ -111,14 +118,29 @@ int fe_dev_reset(struct xbdfront_dev *dev, unsigned int order, enum fe_abi abi)
 		if (rc)
 			return rc;
 	}
+	pthread_mutex_lock(&dev->info_lock);
 	dev->par.order = order;
 	dev->par.abi = abi;
+	dev->resets++;
+	pthread_mutex_unlock(&dev->info_lock);
 	return 0;
 }
 
 struct fe_queue *fe_dev_queue(struct xbdfront_dev *dev, unsigned int i)
 {
 	return i < dev->par.nqueues ? dev->q[i] : NULL;
+}
+
+void fe_dev_set_sectors(struct xbdfront_dev *dev, uint64_t sectors)
+{
+	unsigned int i;
+
+	for (i = 0; i < dev->par.nqueues; i++)
+		fe_queue_set_sectors(dev->q[i], sectors);
+	pthread_mutex_lock(&dev->info_lock);
+	if (sectors % (dev->lim.sector_size / 512) == 0)
+		dev->lim.sectors = sectors;
+	pthread_mutex_unlock(&dev->info_lock);
 }
 
 void fe_dev_destroy_queues(struct xbdfront_dev *dev)
@@ -138,6 +160,9 @@ void xbdfront_close(struct xbdfront_dev *dev)
 	if (dev->xb)
 		fe_xb_close(dev->xb, dev);   /* destroys the queues in its order */
 	fe_dev_destroy_queues(dev);
+	fe_dev_bufs_destroy(dev);
+	pthread_mutex_destroy(&dev->buf_lock);
+	pthread_mutex_destroy(&dev->info_lock);
 	free(dev->q);
 	free(dev);
 }
@@ -153,6 +178,7 @@ int xbdfront_get_info(struct xbdfront_dev *dev, struct xbdfront_info *out)
 	unsigned int i;
 
 	memset(out, 0, sizeof(*out));
+	pthread_mutex_lock(&dev->info_lock);
 	out->sectors = dev->lim.sectors;
 	out->sector_size = dev->lim.sector_size;
 	out->physical_sector_size = dev->physical_sector_size;
@@ -162,6 +188,8 @@ int xbdfront_get_info(struct xbdfront_dev *dev, struct xbdfront_info *out)
 	out->abi = dev->par.abi == FE_ABI_X86_32 ? XBDFRONT_ABI_X86_32 : XBDFRONT_ABI_X86_64;
 	out->persistent = dev->par.persistent;
 	out->readonly = dev->lim.readonly;
+	out->resets = dev->resets;
+	pthread_mutex_unlock(&dev->info_lock);
 	/* queue 0's copy: EOPNOTSUPP answers turn features off at run time */
 	pthread_mutex_lock(&q0->lock);
 	out->flush = q0->lim.flush;
@@ -191,10 +219,17 @@ static int submit(struct xbdfront_dev *dev, unsigned int q, enum xbdfront_op op,
 		  uint64_t offset, uint64_t len, const struct iovec *iov, int iovcnt,
 		  xbdfront_cb cb, void *arg, uint64_t user_data)
 {
+	struct fe_frag *direct;
+	unsigned int ndirect;
+	int rc;
+
 	if (q >= dev->par.nqueues || (unsigned int)op >= sizeof(op_map) / sizeof(op_map[0]))
 		return -EINVAL;
-	return fe_queue_submit(dev->q[q], op_map[op], offset, len, iov, iovcnt, cb, arg,
-			       user_data);
+	direct = fe_dev_direct_frags(dev, iov, iovcnt, &ndirect);
+	rc = fe_queue_submit(dev->q[q], op_map[op], offset, len, iov, iovcnt, direct, ndirect,
+			     cb, arg, user_data);
+	free(direct);
+	return rc;
 }
 
 int xbdfront_submit(struct xbdfront_dev *dev, unsigned int q, enum xbdfront_op op,

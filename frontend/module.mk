@@ -2,7 +2,9 @@
 # Documentation/frontend.md).  Its objects are archived as
 # $(O)/lib/libxbdfront.a; unit tests name the sources they need in
 # tests/unit/test_fe_*.deps.
-FRONTEND_LIB_SRCS := $(wildcard frontend/*.c)
+#   xbdfront-io   a guest program on the library (info, verify)
+FRONTEND_PROG_SRCS := frontend/xbdfront_io.c
+FRONTEND_LIB_SRCS := $(filter-out $(FRONTEND_PROG_SRCS),$(wildcard frontend/*.c))
 LIBXBDFRONT := $(O)/lib/libxbdfront.a
 
 $(LIBXBDFRONT): $(call obj,$(FRONTEND_LIB_SRCS))
@@ -11,3 +13,6 @@ $(LIBXBDFRONT): $(call obj,$(FRONTEND_LIB_SRCS))
 	ar rcs $@ $^
 
 all: $(LIBXBDFRONT)
+
+PROGS += xbdfront-io
+xbdfront-io_SRCS := frontend/xbdfront_io.c $(FRONTEND_LIB_SRCS)

@@ -231,7 +231,7 @@ static void done_push(struct done_list *d, struct fe_app_io *a)
 static void finish(struct fe_queue *q, struct fe_app_io *a, int status, struct done_list *d)
 {
 	a->result = status;
-	if (status == 0 && a->io.op == FE_OP_READ)
+	if (status == 0 && a->io.op == FE_OP_READ && a->npages)
 		bounce(a, false);
 	pages_release(q, a);
 	q->stats.completed++;
@@ -462,15 +462,19 @@ void fe_queue_destroy(struct fe_queue *q)
 
 /* ---- submit / process ------------------------------------------------------------ */
 
+/* One allocation: the I/O, its iovec copy, bounce pages and fragments.
+ * direct: fragments of caller buffers already granted (no bounce). */
 static struct fe_app_io *app_alloc(enum fe_op op, uint64_t offset, uint64_t len,
-				   const struct iovec *iov, int iovcnt)
+				   const struct iovec *iov, int iovcnt,
+				   const struct fe_frag *direct, unsigned int ndirect)
 {
 	bool rw = op == FE_OP_READ || op == FE_OP_WRITE;
-	unsigned int npages = rw ? (unsigned int)((len + XBD_PAGE_SIZE - 1) / XBD_PAGE_SIZE) : 0;
+	unsigned int npages = rw && !direct ?
+			      (unsigned int)((len + XBD_PAGE_SIZE - 1) / XBD_PAGE_SIZE) : 0;
+	unsigned int nfrags = direct ? ndirect : npages, i;
 	size_t sz = sizeof(struct fe_app_io) + (size_t)iovcnt * sizeof(struct iovec) +
-		    npages * (sizeof(struct fe_page) + sizeof(struct fe_frag));
+		    npages * sizeof(struct fe_page) + nfrags * sizeof(struct fe_frag);
 	struct fe_app_io *a = calloc(1, sz);
-	unsigned int i;
 
 	if (!a)
 		return NULL;
@@ -481,18 +485,20 @@ static struct fe_app_io *app_alloc(enum fe_op op, uint64_t offset, uint64_t len,
 		memcpy(a->iov, iov, (size_t)iovcnt * sizeof(*iov));
 	a->iovcnt = iovcnt;
 	a->npages = npages;
+	if (direct)
+		memcpy(a->frags, direct, nfrags * sizeof(*direct));
 	for (i = 0; i < npages; i++) {
 		uint64_t left = len - (uint64_t)i * XBD_PAGE_SIZE;
 		a->frags[i].len = (uint16_t)(left < XBD_PAGE_SIZE ? left : XBD_PAGE_SIZE);
 	}
 	a->io = (struct fe_io){ .op = op, .offset = offset, .len = len,
-				.frags = npages ? a->frags : NULL, .nfrags = npages };
+				.frags = nfrags ? a->frags : NULL, .nfrags = nfrags };
 	return a;
 }
 
 /* Arguments that do not depend on the negotiated limits. */
 static int args_ok(struct fe_queue *q, enum fe_op op, uint64_t len,
-		   const struct iovec *iov, int iovcnt)
+		   const struct iovec *iov, int iovcnt, bool direct)
 {
 	bool rw = op == FE_OP_READ || op == FE_OP_WRITE;
 	uint64_t sum = 0;
@@ -505,23 +511,23 @@ static int args_ok(struct fe_queue *q, enum fe_op op, uint64_t len,
 	if (rw && sum != len)
 		return -EINVAL;
 	/* keep room for the indirect pages of the I/O's own requests */
-	if (rw && len / XBD_PAGE_SIZE + 1 > q->pages_cap)
+	if (rw && !direct && len / XBD_PAGE_SIZE + 1 > q->pages_cap)
 		return -E2BIG;
 	return 0;
 }
 
 int fe_queue_submit(struct fe_queue *q, enum fe_op op, uint64_t offset, uint64_t len,
-		    const struct iovec *iov, int iovcnt, fe_app_cb cb, void *arg,
-		    uint64_t user_data)
+		    const struct iovec *iov, int iovcnt, const struct fe_frag *direct,
+		    unsigned int ndirect, fe_app_cb cb, void *arg, uint64_t user_data)
 {
 	struct done_list d = { 0 };
 	struct fe_app_io *a;
 	int rc;
 
-	rc = args_ok(q, op, len, iov, iovcnt);
+	rc = args_ok(q, op, len, iov, iovcnt, direct != NULL);
 	if (rc)
 		return rc;
-	a = app_alloc(op, offset, len, iov, iovcnt);
+	a = app_alloc(op, offset, len, iov, iovcnt, direct, ndirect);
 	if (!a)
 		return -ENOMEM;
 	a->cb = cb;
@@ -546,8 +552,9 @@ int fe_queue_submit(struct fe_queue *q, enum fe_op op, uint64_t offset, uint64_t
 	return rc;
 }
 
-/* Consume every response; false when the ring broke. Lock held. */
-static bool reap_ring(struct fe_queue *q, struct done_list *d)
+/* Consume every response; false when the ring broke. Lock held.
+ * *n counts the responses. */
+static bool reap_ring(struct fe_queue *q, struct done_list *d, unsigned int *n)
 {
 	struct fe_rsp rsp;
 	struct fe_io *io;
@@ -555,6 +562,7 @@ static bool reap_ring(struct fe_queue *q, struct done_list *d)
 
 	do {
 		while ((rc = fe_ring_fetch_rsp(&q->ring, &rsp)) == 1) {
+			(*n)++;
 			io = fe_io_complete(&q->shadow, &q->lim, &q->pages, &rsp);
 			if (io)
 				finish(q, app_of(io), io->status, d);
@@ -568,7 +576,7 @@ static bool reap_ring(struct fe_queue *q, struct done_list *d)
 int fe_queue_process(struct fe_queue *q)
 {
 	struct done_list d = { 0 };
-	unsigned int events = 0;
+	unsigned int events = 0, rsps = 0;
 	bool broke = false;
 	char why[sizeof(q->error)];
 	int rc;
@@ -578,8 +586,11 @@ int fe_queue_process(struct fe_queue *q)
 	pthread_mutex_lock(&q->lock);
 	q->stats.events += events;
 	if (!q->dead && q->connected) {
-		if (reap_ring(q, &d))
+		if (reap_ring(q, &d, &rsps))
 			kick(q, &d);
+		/* XSA-391: count events that brought nothing */
+		if (events && !rsps)
+			q->stats.spurious++;
 		broke = fe_ring_is_broken(&q->ring);
 		if (broke) {
 			die_locked(q, -EIO, &d, "queue %u: backend broke the ring: %s",
@@ -611,5 +622,13 @@ void fe_queue_set_sectors(struct fe_queue *q, uint64_t sectors)
 	pthread_mutex_lock(&q->lock);
 	if (sectors % (q->lim.sector_size / 512) == 0)
 		q->lim.sectors = sectors;
+	pthread_mutex_unlock(&q->lock);
+}
+
+void fe_queue_notify(struct fe_queue *q)
+{
+	pthread_mutex_lock(&q->lock);
+	if (q->connected && !q->dead && q->port >= 0)
+		(void)xbd_evtchn_notify(q->evt, (xbd_evtchn_port_t)q->port);
 	pthread_mutex_unlock(&q->lock);
 }

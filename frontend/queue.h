@@ -4,12 +4,14 @@
  * channel, the shadow table, the grant pool for data and indirect pages,
  * and the list of application I/Os waiting to go on the ring.
  *
- * Data path: every read and write goes through pool pages (bounce
- * buffers).  A write's data is copied into its pages when the I/O gets
- * them (at submit, or later when the pool was exhausted); a read's data is
- * copied out to the caller's iovec when its last request is answered.  The
- * caller's memory is never granted, so a hostile backend can at worst write
- * pool pages, which are dedicated and zeroed when first granted (XSA-403).
+ * Data path: reads and writes go through pool pages (bounce buffers)
+ * unless the caller's buffers were allocated granted (xbdfront_buf_alloc,
+ * passed in as `direct` fragments).  A write's data is copied into its
+ * pages when the I/O gets them (at submit, or later when the pool was
+ * exhausted); a read's data is copied out to the caller's iovec when its
+ * last request is answered OKAY.  Memory the caller did not allocate
+ * granted is never granted, so a hostile backend can at worst write pool
+ * pages, which are dedicated and zeroed when first granted (XSA-403).
  *
  * Threads and locking: `lock` protects every mutable field; any number of
  * application threads may submit and process concurrently.  Completion
@@ -55,6 +57,7 @@ struct fe_cqe {
 
 struct fe_queue_stats {
 	uint64_t submitted, completed, errors, notifies, events;
+	uint64_t spurious;            /* processing rounds with events but no response */
 	struct fe_gntpool_stats pool;
 };
 
@@ -126,15 +129,17 @@ int fe_queue_reset(struct fe_queue *q, unsigned int order, enum fe_abi abi);
 /*
  * Submit an I/O: op, byte offset and length, and for reads/writes the
  * caller's buffers (iov, iovcnt; the array is copied, the buffers must stay
- * valid until completion).  Returns 0 (the completion will be delivered
- * exactly once) or -errno (nothing will be): -EINVAL, -EROFS,
+ * valid until completion).  direct (ndirect fragments), when not NULL,
+ * says the buffers are granted already (xbdfront_buf_alloc): the I/O uses
+ * them as they are, with no bounce copy.  Returns 0 (the completion will be
+ * delivered exactly once) or -errno (nothing will be): -EINVAL, -EROFS,
  * -EOPNOTSUPP as fe_io_prepare, -E2BIG beyond the pool, -ENODEV (or the
  * error it died with) when dead, -ENOTCONN before the first connect,
  * -ENOMEM.
  */
 int fe_queue_submit(struct fe_queue *q, enum fe_op op, uint64_t offset, uint64_t len,
-		    const struct iovec *iov, int iovcnt, fe_app_cb cb, void *arg,
-		    uint64_t user_data);
+		    const struct iovec *iov, int iovcnt, const struct fe_frag *direct,
+		    unsigned int ndirect, fe_app_cb cb, void *arg, uint64_t user_data);
 
 /*
  * Handle events: consume responses, issue waiting I/O, deliver completions
@@ -149,6 +154,9 @@ unsigned int fe_queue_reap(struct fe_queue *q, struct fe_cqe *cqe, unsigned int 
 /* Shut the queue down with err: every waiting and in-flight I/O completes
  * with err; later submissions fail with it. */
 void fe_queue_fail_all(struct fe_queue *q, int err, const char *why);
+
+/* Signal the backend on this queue's event channel (after it re-attached). */
+void fe_queue_notify(struct fe_queue *q);
 
 /* Online resize: the backend's new capacity (512-byte units). */
 void fe_queue_set_sectors(struct fe_queue *q, uint64_t sectors);

@@ -74,6 +74,7 @@ struct xbdfront_info {
 	unsigned int max_indirect_segs;   /* 0 when direct only */
 	enum xbdfront_abi abi;
 	bool persistent, readonly, flush, barrier, discard, discard_secure;
+	unsigned int resets;              /* times fresh rings were negotiated (recovery) */
 	int error;                        /* 0, or the -errno the device died with */
 	char reason[160];                 /* why it died */
 };
@@ -135,6 +136,19 @@ int xbdfront_process(struct xbdfront_dev *dev, unsigned int q);
 /* Up to n completion-queue entries of queue q; returns how many. */
 unsigned int xbdfront_reap(struct xbdfront_dev *dev, unsigned int q,
 			   struct xbdfront_cqe *cqe, unsigned int n);
+
+/*
+ * Zero-copy buffers: len bytes (rounded up to pages) of memory granted to
+ * the backend, page aligned.  Reads and writes whose iovec lies entirely in
+ * such buffers, each piece aligned to the logical sector size, use them
+ * directly instead of bouncing (other I/O is still bounced).  The backend
+ * can read and write this memory at any time: keep nothing else in it.
+ * Returns NULL with errno set.  Free only with no I/O pending on it;
+ * xbdfront_buf_free returns -EBUSY (and keeps the buffer) while the backend
+ * still maps it, -EINVAL for an address that is not a buffer.
+ */
+void *xbdfront_buf_alloc(struct xbdfront_dev *dev, size_t len);
+int xbdfront_buf_free(struct xbdfront_dev *dev, void *buf);
 
 /* Synchronous helpers: whole-length transfer or -errno. */
 ssize_t xbdfront_preadv(struct xbdfront_dev *dev, const struct iovec *iov, int iovcnt,

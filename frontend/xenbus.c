@@ -46,6 +46,7 @@ struct fe_xb {
 	bool monitoring;
 	int stop_fd;
 	unsigned int reconnects;
+	bool asked_probe;             /* PH_WAITING: we said Initialising */
 };
 
 struct offer {
@@ -283,7 +284,9 @@ static void recover(struct fe_xb *xb)
 	(void)initialise(xb);
 }
 
-/* Online resize: only the capacity may change. */
+/* Backend Connected again: only the capacity may have changed (online
+ * resize).  Requests pushed while a restarting backend had no port were
+ * not signalled: signal every queue once. */
 static void resize(struct fe_xb *xb)
 {
 	uint64_t sectors;
@@ -291,9 +294,9 @@ static void resize(struct fe_xb *xb)
 
 	if (xbd_xs_read_u64(xb->xs, XBT_NULL, xb->be, "sectors", 0, UINT64_MAX / 512, &sectors))
 		return;
+	fe_dev_set_sectors(xb->dev, sectors);
 	for (i = 0; i < xb->dev->par.nqueues; i++)
-		fe_queue_set_sectors(xb->dev->q[i], sectors);
-	xb->dev->lim.sectors = sectors;
+		fe_queue_notify(xb->dev->q[i]);
 }
 
 void fe_xb_on_peer_state(struct fe_xb *xb, enum xenbus_state state)
@@ -305,9 +308,12 @@ void fe_xb_on_peer_state(struct fe_xb *xb, enum xenbus_state state)
 	switch (state) {
 	case XenbusStateInitialising:
 	case XenbusStateInitWait:
-		/* A backend probing again after a restart.  Already published
-		 * for it (a repeated event): nothing to do. */
-		if (xb->phase != PH_INITIALISED)
+		/* Seeing us Connected, a restarted backend re-attaches to the
+		 * rings we published (xbd-blkback, Linux and QEMU map the
+		 * current keys, from rsp_prod): nothing to do.  After our
+		 * Initialising (PH_WAITING) it waits for fresh rings.
+		 * Already published (PH_INITIALISED): a repeated event. */
+		if (xb->phase == PH_WAITING)
 			recover(xb);
 		break;
 	case XenbusStateInitialised:
@@ -318,18 +324,26 @@ void fe_xb_on_peer_state(struct fe_xb *xb, enum xenbus_state state)
 		else if (xb->phase == PH_WAITING)
 			recover(xb);     /* reconnected without us: give it new rings */
 		else
-			resize(xb);
+			resize(xb);      /* and, after a re-attach, wake the backend */
 		break;
 	case XenbusStateClosing:
 	case XenbusStateClosed:
-		/* online=0 is the toolstack detaching; otherwise the backend
-		 * comes back, so I/O waits.  From Closed, Initialising asks it
-		 * to probe again (the backend's reconnect rule). */
+		/* online=0 is the toolstack detaching.  Otherwise the backend
+		 * gave up on this connection (an error, a restart) and I/O
+		 * waits: Closed from us lets it disconnect, then Initialising
+		 * from us, once it is Closed, makes it probe again. */
 		if (xbd_xs_read_uint(xb->xs, XBT_NULL, xb->be, "online", 0, 1, &online) ||
 		    !online) {
 			detach(xb, "backend detached");
-		} else if (state == XenbusStateClosed && xb->phase != PH_WAITING) {
+			break;
+		}
+		if (xb->phase != PH_WAITING) {
 			xb->phase = PH_WAITING;
+			xb->asked_probe = false;
+			(void)xbd_xenbus_set_state(xb->xs, xb->fe, XenbusStateClosed);
+		}
+		if (state == XenbusStateClosed && !xb->asked_probe) {
+			xb->asked_probe = true;
 			(void)xbd_xenbus_set_state(xb->xs, xb->fe, XenbusStateInitialising);
 		}
 		break;
@@ -417,6 +431,32 @@ static int attach_platform(struct fe_xb *xb)
 	return xbd_xs_open(sock, &xb->xs);
 }
 
+/*
+ * A device a previous frontend used (a process that exited or crashed):
+ * the backend may still be connected to rings that are gone.  Say Closed
+ * so it lets go, then Initialising so it probes again (the reconnect rule
+ * of Linux and xbd-blkback).  A fresh device (Initialising) needs nothing.
+ */
+static int take_over(struct fe_xb *xb)
+{
+	enum xenbus_state ours = XenbusStateUnknown, st;
+	int rc;
+
+	(void)xbd_xenbus_read_state(xb->xs, XBT_NULL, xb->fe, &ours);
+	(void)xbd_xenbus_clear_error(xb->xs, xb->fe);
+	if (ours == XenbusStateInitialising || ours == XenbusStateUnknown)
+		return 0;
+	rc = xbd_xenbus_set_state(xb->xs, xb->fe, XenbusStateClosed);
+	if (!rc)
+		rc = xbd_xenbus_wait_state(xb->xs, xb->be, 1u << XenbusStateClosed |
+					   1u << XenbusStateUnknown,
+					   (int)xb->opts.connect_timeout_ms, &st);
+	if (rc == -ETIMEDOUT)
+		return fatal(xb, rc, "backend %s stayed %s for %u ms after Closed", xb->be,
+			     xbd_xenbus_state_name(st), xb->opts.connect_timeout_ms);
+	return rc ? rc : xbd_xenbus_set_state(xb->xs, xb->fe, XenbusStateInitialising);
+}
+
 /* Steps 2-4 of xenbus.h: the backend's offer, our choice, the queues. */
 static int create_queues(struct fe_xb *xb)
 {
@@ -425,13 +465,12 @@ static int create_queues(struct fe_xb *xb)
 	struct fe_dev_params par;
 	int rc;
 
-	rc = xbd_xenbus_wait_state(xb->xs, xb->be, ~(1u << XenbusStateInitialising) &
-				   ~(1u << XenbusStateUnknown), (int)xb->opts.connect_timeout_ms, &st);
+	rc = xbd_xenbus_wait_state(xb->xs, xb->be, 1u << XenbusStateInitWait |
+				   1u << XenbusStateInitialised | 1u << XenbusStateConnected,
+				   (int)xb->opts.connect_timeout_ms, &st);
 	if (rc == -ETIMEDOUT)
 		return fatal(xb, rc, "backend %s stayed %s for %u ms", xb->be,
 			     xbd_xenbus_state_name(st), xb->opts.connect_timeout_ms);
-	if (!rc && st >= XenbusStateClosing)
-		return fatal(xb, -ENODEV, "backend %s is %s", xb->be, xbd_xenbus_state_name(st));
 	if (rc)
 		return rc;
 	read_offer(xb, &o);
@@ -509,6 +548,8 @@ int xbdfront_open(unsigned int domid, const char *vdev, const struct xbdfront_op
 	if (!rc)
 		rc = locate(xb);
 	if (!rc)
+		rc = take_over(xb);
+	if (!rc)
 		rc = create_queues(xb);
 	if (!rc) {
 		xb->dev->xb = xb;
@@ -547,8 +588,10 @@ void fe_xb_close(struct fe_xb *xb, struct xbdfront_dev *dev)
 		(void)xbd_xenbus_set_state(xb->xs, xb->fe, XenbusStateClosed);
 		wait_backend(xb, 1u << XenbusStateClosed);
 	}
-	if (dev)
+	if (dev) {
 		fe_dev_destroy_queues(dev);
+		fe_dev_bufs_destroy(dev);    /* before the domain goes */
+	}
 	if (xb->xs)
 		xs_close(xb->xs);
 	xbd_domain_release(xb->dom);

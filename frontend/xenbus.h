@@ -7,7 +7,9 @@
  * Negotiation, as Linux xen-blkfront's talk_to_blkback/blkfront_connect:
  *   1. read <fe>/backend and <fe>/backend-id; the path must be
  *      /local/domain/<backend-id>/backend/vbd/<domid>/<devid>;
- *   2. wait (connect_timeout_ms) for the backend to leave Initialising;
+ *   2. a device a previous frontend left (our state not Initialising):
+ *      Closed, wait for the backend to be Closed, Initialising; then wait
+ *      (connect_timeout_ms) for the backend's InitWait;
  *   3. read its offer: multi-queue-max-queues (default 1),
  *      max-ring-page-order (default 0), feature-persistent (default 0);
  *   4. queues = min(ours, its), order = min(ours, its), persistent = both;
@@ -23,11 +25,15 @@
  *
  * After that the monitor thread (one per device; owns the device's
  * xenstore handle from then on) handles, in fe_xb_on_peer_state():
- *   Connected         re-read `sectors` (online resize);
- *   InitWait/Initialising while we are connected: the backend restarted;
- *                     take every request back, grant fresh rings, publish
- *                     them, Initialised, and on Connected re-issue all;
- *   Closing/Closed with online = 1: the backend reconnects; wait;
+ *   Connected         re-read `sectors` (online resize), signal the queues;
+ *                     after fresh rings were published: finish connecting;
+ *   InitWait/Initialising while we are connected: a restarted backend that
+ *                     re-attaches to the published rings; nothing to do;
+ *   Closing/Closed with online = 1: the backend gave up on this connection;
+ *                     I/O waits; we say Closed (it disconnects), then, once
+ *                     it is Closed, Initialising (it probes again); on its
+ *                     InitWait we grant fresh rings, take every request back
+ *                     onto them, Initialised, and on Connected re-issue all;
  *   Closing/Closed with online = 0, or the backend gone: detached; pending
  *                     I/O fails with -ENODEV, we go Closed.
  */

@@ -234,6 +234,9 @@ void be_attach_ring(struct be *b, unsigned int i, const xbd_grant_ref_t *refs,
 	r->size = 32u << r->order;
 	assert_int_equal(xbd_gnttab_map(b->gt, b->guest, n, refs, PROT_READ | PROT_WRITE,
 					(void **)&r->ring), 0);
+	/* live re-attach: start where the responses end (0 on a fresh ring),
+	 * so requests a dead predecessor took but never answered run again */
+	r->rsp_prod = r->req_cons = __atomic_load_n(hdr32(r, 8), __ATOMIC_ACQUIRE);
 	rc = xbd_evtchn_bind_interdomain(b->ev, b->guest, port);
 	assert_true(rc >= 0);
 	r->port = rc;

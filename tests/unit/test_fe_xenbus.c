@@ -20,6 +20,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/prctl.h>
 #include <sys/wait.h>
 #include <unistd.h>
 #include <cmocka.h>
@@ -69,6 +70,8 @@ static int start_daemon(void **state)
 	snprintf(sock, sizeof(sock), "%s/xenstored.sock", rundir);
 	daemon_pid = fork();
 	if (daemon_pid == 0) {
+		/* a test that crashes takes its daemon along */
+		prctl(PR_SET_PDEATHSIG, SIGTERM);
 		execl(bin, bin, "-N", "-R", rundir, (char *)NULL);
 		_exit(127);
 	}
@@ -117,6 +120,7 @@ struct sb {
 	int restart_fd[2];           /* test -> backend: restart now */
 	int result;                  /* first failure, 0 */
 	unsigned int handshakes;
+	unsigned int fe_ready;       /* frontend states to connect in */
 	/* what the frontend published, as read by the backend */
 	unsigned int nq, order, ind;
 	char protocol[32];
@@ -154,7 +158,8 @@ static int sb_handshake(struct sb *s)
 			return rc;
 	if ((rc = xbd_xenbus_set_state(s->xs, BE, XenbusStateInitWait)))
 		return rc;
-	rc = xbd_xenbus_wait_state(s->xs, FE, 1u << XenbusStateInitialised, 5000, &st);
+	/* a frontend still Connected is re-attached to (xbd-blkback, Linux) */
+	rc = xbd_xenbus_wait_state(s->xs, FE, s->fe_ready, 5000, &st);
 	if (rc)
 		return rc;
 	if (xbd_xs_read_uint(s->xs, XBT_NULL, FE, "multi-queue-num-queues", 1, 4, &s->nq))
@@ -172,6 +177,8 @@ static int sb_handshake(struct sb *s)
 	}
 	if (rc)
 		return rc;
+	/* counted before serving: the test may see I/O complete right after */
+	__atomic_add_fetch(&s->handshakes, 1, __ATOMIC_SEQ_CST);
 	be_start(&s->b);
 	rc = xbd_xs_printf(s->xs, XBT_NULL, BE, "sectors", "%u", DISK_BYTES / 512);
 	if (!rc)
@@ -180,7 +187,36 @@ static int sb_handshake(struct sb *s)
 		rc = xbd_xs_write(s->xs, XBT_NULL, BE, "info", "0");
 	if (!rc)
 		rc = xbd_xenbus_set_state(s->xs, BE, XenbusStateConnected);
-	s->handshakes++;
+	return rc;
+}
+
+/* A restart, as the test asks for it:
+ *   'r'  re-attach: InitWait, and the still Connected frontend's rings
+ *        are mapped again from rsp_prod (xbd-blkback, Linux, QEMU);
+ *   'c'  closed: Closed; the frontend says Initialising; InitWait; fresh
+ *        rings (the reconnect dance);
+ *   'f'  failed: Closing (as after be_fatal); the frontend says Closed;
+ *        Closed; the frontend says Initialising; InitWait; fresh rings. */
+static int sb_restart(struct sb *s, char how)
+{
+	enum xenbus_state st;
+	int rc = 0;
+
+	be_stop(&s->b);                  /* the old process is gone */
+	be_set_mode(&s->b, BE_NORMAL);
+	s->fe_ready = 1u << XenbusStateInitialised;
+	if (how == 'r')
+		s->fe_ready |= 1u << XenbusStateConnected;
+	if (how == 'f') {
+		rc = xbd_xenbus_set_state(s->xs, BE, XenbusStateClosing);
+		if (!rc)
+			rc = xbd_xenbus_wait_state(s->xs, FE, 1u << XenbusStateClosed, 5000, &st);
+	}
+	if (how != 'r' && !rc) {
+		rc = xbd_xenbus_set_state(s->xs, BE, XenbusStateClosed);
+		if (!rc)
+			rc = xbd_xenbus_wait_state(s->xs, FE, 1u << XenbusStateInitialising, 5000, &st);
+	}
 	return rc;
 }
 
@@ -191,6 +227,7 @@ static void *sb_main(void *arg)
 	enum xenbus_state st;
 	char c;
 
+	s->fe_ready = 1u << XenbusStateInitialised;
 	for (;;) {
 		s->result = sb_handshake(s);
 		if (s->result)
@@ -208,9 +245,9 @@ static void *sb_main(void *arg)
 			if (read(s->restart_fd[0], &c, 1) == 1)
 				break;
 		}
-		/* a restart: the old process is gone with its mappings */
-		be_stop(&s->b);
-		be_set_mode(&s->b, BE_NORMAL);
+		s->result = sb_restart(s, c);
+		if (s->result)
+			return NULL;
 	}
 }
 
@@ -354,6 +391,12 @@ static void test_negotiate_multi_queue(void **state)
 	assert_int_equal(f.s.order, 3);
 	rw_check(&f, 1 << 20, 512 * 1024, 1);
 	rw_check(&f, 4096, 512, 2);
+	/* a zero-copy buffer still allocated at close is released in order */
+	unsigned char *zc = xbdfront_buf_alloc(f.dev, 65536);
+	assert_non_null(zc);
+	fill(zc, 65536, 9);
+	assert_int_equal(xbdfront_pwrite(f.dev, zc, 65536, 2 << 20), 65536);
+	assert_memory_equal(f.s.b.disk + (2 << 20), zc, 65536);
 	assert_int_equal(xbdfront_flush(f.dev), 0);
 	xbdfront_close(f.dev);
 	f.dev = NULL;
@@ -431,9 +474,9 @@ static void log_cb(void *arg, int status)
 	__atomic_add_fetch(&l->n, 1, __ATOMIC_RELEASE);
 }
 
-/* The backend restarts with writes in flight: the frontend renegotiates
- * (fresh rings, Initialised) and the writes complete without error. */
-static void test_backend_restart(void **state)
+/* The backend restarts with writes in flight; whichever way it comes back,
+ * the writes complete without error and with their data. */
+static void check_restart(char how, bool fresh_rings)
 {
 	enum { N = 24 };
 	const struct offer o = { { { "multi-queue-max-queues", "2" },
@@ -441,22 +484,23 @@ static void test_backend_restart(void **state)
 	static unsigned char bufs[N][16384];
 	struct cb_log logs[N];
 	struct fx f;
+	struct xbdfront_info info;
 	unsigned int done = 0;
 
-	(void)state;
 	memset(logs, 0, sizeof(logs));
 	fx_setup(&f, &o, true);
+	f.opts.max_ring_page_order = 1;
 	assert_int_equal(xbdfront_open(GUEST, "xvda", &f.opts, &f.dev), 0);
 	rw_check(&f, 0, 65536, 4);
 	be_set_mode(&f.s.b, BE_SILENT);
 	for (unsigned int i = 0; i < N; i++) {
 		struct iovec v = { bufs[i], sizeof(bufs[i]) };
-		fill(bufs[i], sizeof(bufs[i]), 100 + i);
+		fill(bufs[i], sizeof(bufs[i]), 100 + i + (unsigned int)how);
 		assert_int_equal(xbdfront_submit(f.dev, i % 2, XBDFRONT_WRITE, (1u << 20) + i * 16384ull,
 						 16384, &v, 1, log_cb, &logs[i]), 0);
 	}
 	usleep(50 * 1000);
-	assert_int_equal(write(f.s.restart_fd[1], "r", 1), 1);
+	assert_int_equal(write(f.s.restart_fd[1], &how, 1), 1);
 	while (done < N) {
 		for (unsigned int q = 0; q < 2; q++) {
 			struct pollfd pfd = { .fd = xbdfront_queue_fd(f.dev, q), .events = POLLIN };
@@ -472,10 +516,33 @@ static void test_backend_restart(void **state)
 		assert_int_equal(logs[i].status, 0);
 		assert_memory_equal(f.s.b.disk + (1u << 20) + i * 16384ull, bufs[i], 16384);
 	}
-	assert_int_equal(f.s.handshakes, 2);
+	assert_int_equal(__atomic_load_n(&f.s.handshakes, __ATOMIC_SEQ_CST), 2);
+	for (int i = 0; i < 100 && fe_uint(&f, "state") != XenbusStateConnected; i++)
+		usleep(10000);
 	assert_int_equal(fe_uint(&f, "state"), XenbusStateConnected);
+	assert_int_equal(xbdfront_get_info(f.dev, &info), 0);
+	assert_int_equal(info.resets, fresh_rings ? 1 : 0);
+	assert_int_equal(info.error, 0);
 	rw_check(&f, 8192, 8192, 5);
 	fx_teardown(&f, false);
+}
+
+static void test_restart_reattach(void **state)
+{
+	(void)state;
+	check_restart('r', false);
+}
+
+static void test_restart_after_failure(void **state)
+{
+	(void)state;
+	check_restart('f', true);
+}
+
+static void test_restart_via_closed(void **state)
+{
+	(void)state;
+	check_restart('c', true);
 }
 
 int main(void)
@@ -484,7 +551,9 @@ int main(void)
 		cmocka_unit_test(test_negotiate_multi_queue),
 		cmocka_unit_test(test_negotiate_legacy_keys),
 		cmocka_unit_test(test_timeout),
-		cmocka_unit_test(test_backend_restart),
+		cmocka_unit_test(test_restart_reattach),
+		cmocka_unit_test(test_restart_after_failure),
+		cmocka_unit_test(test_restart_via_closed),
 	};
 	return cmocka_run_group_tests(tests, start_daemon, stop_daemon);
 }

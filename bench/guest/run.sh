@@ -1,0 +1,106 @@
+#!/bin/sh
+# make bench (guest side): the same backing file seen four ways, side by
+# side, for a tmpfs file and a loop device:
+#   host    fio io_uring on the backing file itself
+#   engine  fio in the guest through the external engine (xbd-fio.so)
+#   fuse    fio libaio through xbd-blkfront's FUSE file
+#   dd      dd bs=4k writes through the FUSE file (and on the host)
+# Random reads 4k at QD64, one job.  Prints IOPS, MB/s and the ratio to
+# the host.  Environment: XBD_BUILD (required), XBD_BENCH_SECONDS (5),
+# XBD_BENCH_MB (256).  Needs root (loop device, FUSE).
+set -u
+B="${XBD_BUILD:?}/bin"
+ENGINE="${XBD_BUILD}/lib/xbd-fio.so"
+SECS="${XBD_BENCH_SECONDS:-5}"
+MB="${XBD_BENCH_MB:-256}"
+D=$(mktemp -d /tmp/xbd-bench.XXXXXX)
+chmod 755 "$D"
+export XBD_RUNDIR="$D/run"
+export XENSTORED_PATH="$XBD_RUNDIR/xenstored.sock"
+mkdir -p "$XBD_RUNDIR" "$D/tmpfs"
+loop=""
+pids=""
+
+cleanup() {
+	for p in $pids; do kill "$p" 2>/dev/null; done
+	sleep 0.5
+	for m in $(awk -v d="$D/" 'index($2, d) == 1 { print $2 }' /proc/mounts | sort -r); do
+		umount -l "$m" 2>/dev/null
+	done
+	[ -n "$loop" ] && losetup -d "$loop" 2>/dev/null
+	rm -rf "$D"
+}
+trap cleanup EXIT INT TERM
+
+die() { echo "bench/guest: $*" >&2; exit 1; }
+
+wait_for() {   # wait_for SECONDS TEST...
+	n=$(($1 * 10)); shift
+	while ! "$@" 2>/dev/null; do
+		n=$((n - 1)); [ $n -gt 0 ] || return 1; sleep 0.1
+	done
+}
+
+# fio_iops ARGS...: "IOPS MB/s" of a terse v3 run (reads and writes summed)
+fio_iops() {
+	fio --output-format=terse --terse-version=3 "$@" 2>"$D/fio.err" |
+		awk -F';' '$1 == 3 { if ($5 != 0) exit 1
+			printf "%d %.1f\n", $8 + $49, ($7 + $48) * 1.024 / 1000 }' ||
+		{ cat "$D/fio.err" >&2; return 1; }
+}
+
+# dd_mbs ARGS...: MB/s that dd reports
+dd_mbs() {
+	dd "$@" 2>&1 | awk '/copied/ { v = $(NF-1); u = $NF
+		if (u == "GB/s") v *= 1000; if (u == "kB/s") v /= 1000; print v }'
+}
+
+row() {   # row LABEL IOPS MBS HOST_IOPS
+	awk -v l="$1" -v i="$2" -v m="$3" -v h="$4" \
+		'BEGIN { printf "  %-28s %9d IOPS %9.1f MB/s   %5.1f%% of host\n", l, i, m, h ? 100 * i / h : 0 }'
+}
+
+"$B/xbd-xenstored" --foreground >"$D/xenstored.log" 2>&1 &
+pids="$pids $!"
+wait_for 10 test -S "$XENSTORED_PATH" || die "xbd-xenstored did not start"
+"$B/xbd-blkback" -N -p local -R "$XBD_RUNDIR" --max_queues=4 --max_ring_page_order=3 \
+	>"$D/blkback.log" 2>&1 &
+pids="$pids $!"
+"$B/xbd" --platform local domain-create bench --memory 1G >/dev/null || die "domain-create"
+
+mount -t tmpfs -o size=$((MB + 16))m xbd-bench "$D/tmpfs" || die "mount tmpfs"
+dd if=/dev/urandom of="$D/tmpfs/disk.img" bs=1M count="$MB" status=none
+dd if=/dev/urandom of="$D/loop.img" bs=1M count="$MB" status=none
+loop=$(losetup -f --show "$D/loop.img") || die "losetup"
+
+RR="--rw=randread --bs=4k --iodepth=64 --numjobs=1 --time_based --runtime=$SECS --name=b"
+DDCOUNT=$((MB * 256 / 4))     # a quarter of the disk in 4k writes
+
+bench_one() {   # bench_one LABEL TARGET DIRECT
+	label=$1 target=$2 direct=$3
+	echo "$label ($target, ${MB} MiB, randread 4k QD64, ${SECS} s each):"
+	set -- $(fio_iops $RR --ioengine=io_uring --direct="$direct" --filename="$target") ||
+		die "host fio"
+	host_iops=$1; row "host fio io_uring" "$1" "$2" "$1"
+	"$B/xbd" --platform local block-attach bench "format=raw, vdev=xvdb, target=$target" ||
+		die "block-attach"
+	set -- $(fio_iops $RR --ioengine=external:"$ENGINE" --xbd_domain=bench --xbd_vdev=xvdb \
+		--xbd_max_queues=1 --xbd_max_ring_page_order=3) || die "engine fio"
+	row "guest fio external engine" "$1" "$2" "$host_iops"
+	"$B/xbd-blkfront" --domain bench --max_queues=4 --max_ring_page_order=3 \
+		>>"$D/blkfront.log" 2>&1 &
+	bf=$!
+	dev="$XBD_RUNDIR/dom1/dev/xvdb"
+	wait_for 20 test -f "$dev" || die "xbd-blkfront did not show $dev"
+	set -- $(fio_iops $RR --ioengine=libaio --direct=1 --filename="$dev") || die "fuse fio"
+	row "guest fio libaio via FUSE" "$1" "$2" "$host_iops"
+	h=$(dd_mbs if=/dev/zero of="$target" bs=4k count="$DDCOUNT" conv=notrunc,fsync)
+	g=$(dd_mbs if=/dev/zero of="$dev" bs=4k count="$DDCOUNT" conv=notrunc,fsync)
+	awk -v h="$h" -v g="$g" 'BEGIN { printf "  %-28s host %7.1f MB/s  guest %7.1f MB/s  %5.1f%% of host\n", "dd bs=4k writes", h, g, h ? 100 * g / h : 0 }'
+	kill "$bf"; wait "$bf"
+	"$B/xbd" --platform local block-detach bench xvdb || die "block-detach"
+}
+
+bench_one "tmpfs file" "$D/tmpfs/disk.img" 0
+bench_one "loop device" "$loop" 1
+echo "(host: $(nproc) CPUs, load $(cut -d' ' -f1-3 /proc/loadavg))"

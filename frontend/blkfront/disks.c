@@ -1,0 +1,349 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * The disk table of xbd-blkfront and its watcher thread (see disks.h).
+ *
+ * Watcher: one thread with its own xenstore connection as the guest.  It
+ * watches device/vbd and, on each event (and every RESCAN_MS, because the
+ * backend's online node lives outside our tree), compares what xenstore
+ * says with the table: new vbds are opened, vbds that went away (removed,
+ * backend online=0, device dead) are unlinked and closed once unused.
+ */
+#include <errno.h>
+#include <inttypes.h>
+#include <poll.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/eventfd.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "frontend/blkfront/disks.h"
+#include "lib/log.h"
+#include "lib/vdev.h"
+#include "lib/xenbus.h"
+
+#define RESCAN_MS 200
+#define RETRY_MS 1000       /* a vbd that failed to open is tried again after */
+#define MAX_FAILED 64
+
+struct failed {
+	uint32_t devid;
+	struct timespec when;
+};
+
+struct disks {
+	unsigned int domid;
+	struct xbdfront_opts opts;
+	char base[64];                /* /local/domain/<N>/device/vbd */
+	struct xs_handle *xs;         /* the watcher's */
+	pthread_t thread;             /* the watcher */
+	bool running;
+	int stop_fd;                  /* eventfd: disks_stop() -> watcher */
+	/* lock: the list and every disk's refs; cond: a ref dropped. */
+	pthread_mutex_t lock;
+	pthread_cond_t cond;
+	struct disk *list;
+	struct failed failed[MAX_FAILED];   /* watcher only */
+	unsigned int nfailed;
+};
+
+struct disk *disks_get(struct disks *t, const char *name)
+{
+	struct disk *d;
+
+	pthread_mutex_lock(&t->lock);
+	for (d = t->list; d && strcmp(d->name, name); d = d->next)
+		;
+	if (d)
+		d->refs++;            /* dropped by disks_put() */
+	pthread_mutex_unlock(&t->lock);
+	return d;
+}
+
+void disks_put(struct disks *t, struct disk *d)
+{
+	pthread_mutex_lock(&t->lock);
+	if (--d->refs == 0)
+		pthread_cond_broadcast(&t->cond);
+	pthread_mutex_unlock(&t->lock);
+}
+
+void disks_each(struct disks *t, void (*fn)(void *arg, const struct disk *d), void *arg)
+{
+	struct disk *d;
+
+	pthread_mutex_lock(&t->lock);
+	for (d = t->list; d; d = d->next)
+		fn(arg, d);
+	pthread_mutex_unlock(&t->lock);
+}
+
+/* Close a disk already unlinked from the list: wait for the FUSE
+ * operations that hold it (the library fails what the backend does not
+ * answer, so they end), then close. */
+static void disk_close(struct disks *t, struct disk *d)
+{
+	pthread_mutex_lock(&t->lock);
+	while (d->refs)
+		pthread_cond_wait(&t->cond, &t->lock);
+	pthread_mutex_unlock(&t->lock);
+	xbdfront_close(d->dev);
+	log_info("%s closed", d->name);
+	free(d);
+}
+
+static long ms_since(const struct timespec *then)
+{
+	struct timespec now;
+
+	clock_gettime(CLOCK_MONOTONIC, &now);
+	return (now.tv_sec - then->tv_sec) * 1000 + (now.tv_nsec - then->tv_nsec) / 1000000;
+}
+
+/* Whether devid failed to open less than RETRY_MS ago. */
+static bool recently_failed(struct disks *t, uint32_t devid)
+{
+	for (unsigned int i = 0; i < t->nfailed; i++)
+		if (t->failed[i].devid == devid)
+			return ms_since(&t->failed[i].when) < RETRY_MS;
+	return false;
+}
+
+static void note_failed(struct disks *t, uint32_t devid)
+{
+	unsigned int i;
+
+	for (i = 0; i < t->nfailed && t->failed[i].devid != devid; i++)
+		;
+	if (i == t->nfailed) {
+		if (t->nfailed == MAX_FAILED)
+			i = 0;               /* forget the oldest slot */
+		else
+			t->nfailed++;
+	}
+	t->failed[i].devid = devid;
+	clock_gettime(CLOCK_MONOTONIC, &t->failed[i].when);
+}
+
+static int disk_open(struct disks *t, uint32_t devid)
+{
+	struct xbdfront_info info;
+	char id[16];
+	struct disk *d = calloc(1, sizeof(*d));
+	int rc;
+
+	if (!d)
+		return -ENOMEM;
+	d->devid = devid;
+	if (xbd_vdev_name(devid, d->name, sizeof(d->name)) < 0)
+		snprintf(d->name, sizeof(d->name), "%" PRIu32, devid);
+	snprintf(id, sizeof(id), "%" PRIu32, devid);
+	rc = xbdfront_open(t->domid, id, &t->opts, &d->dev);
+	if (rc) {
+		log_err("cannot connect %s: %s", d->name, strerror(-rc));
+		free(d);
+		return rc;
+	}
+	xbdfront_get_info(d->dev, &info);
+	d->size = info.sectors * 512;
+	d->sector_size = info.sector_size;
+	d->readonly = info.readonly;
+	d->discard = info.discard;
+	d->flush = info.flush || info.barrier;
+	log_info("%s connected: %" PRIu64 " bytes, %u queue(s), %s", d->name, d->size,
+		 info.nr_queues, d->readonly ? "read-only" : "read-write");
+	pthread_mutex_lock(&t->lock);
+	d->next = t->list;
+	t->list = d;
+	pthread_mutex_unlock(&t->lock);
+	return 0;
+}
+
+/* Whether the vbd devid (listed under device/vbd) is still attached:
+ * the backend's online node says 1 and the device is alive. */
+static bool still_attached(struct disks *t, const struct disk *d)
+{
+	struct xbdfront_info info;
+	char fe[96], be[256];
+	unsigned int online;
+
+	snprintf(fe, sizeof(fe), "%s/%" PRIu32, t->base, d->devid);
+	if (xbd_xs_read_buf(t->xs, XBT_NULL, fe, "backend", be, sizeof(be)) ||
+	    xbd_xs_read_uint(t->xs, XBT_NULL, be, "online", 0, 1, &online) || !online)
+		return false;
+	return xbdfront_get_info(d->dev, &info) == 0 && info.error == 0;
+}
+
+static bool listed(char **names, unsigned int n, uint32_t devid)
+{
+	char id[16];
+
+	snprintf(id, sizeof(id), "%" PRIu32, devid);
+	for (unsigned int i = 0; i < n; i++)
+		if (!strcmp(names[i], id))
+			return true;
+	return false;
+}
+
+/* Unlink and close every disk that went away. */
+static void reap_gone(struct disks *t, char **names, unsigned int n)
+{
+	struct disk **pp, *d, *gone;
+
+	for (;;) {
+		gone = NULL;
+		pthread_mutex_lock(&t->lock);
+		for (pp = &t->list; (d = *pp); pp = &d->next) {
+			if (!listed(names, n, d->devid) || !still_attached(t, d)) {
+				*pp = d->next;
+				gone = d;
+				break;
+			}
+		}
+		pthread_mutex_unlock(&t->lock);
+		if (!gone)
+			return;
+		log_info("%s detached", gone->name);
+		disk_close(t, gone);
+	}
+}
+
+static bool in_table(struct disks *t, uint32_t devid)
+{
+	struct disk *d;
+
+	pthread_mutex_lock(&t->lock);
+	for (d = t->list; d && d->devid != devid; d = d->next)
+		;
+	pthread_mutex_unlock(&t->lock);
+	return d != NULL;
+}
+
+/* Open every listed vbd not in the table whose backend is online. */
+static void open_new(struct disks *t, char **names, unsigned int n)
+{
+	char fe[96], be[256];
+	unsigned int online;
+	uint32_t devid;
+	char *end;
+
+	for (unsigned int i = 0; i < n; i++) {
+		unsigned long v = strtoul(names[i], &end, 10);
+
+		if (*end || end == names[i] || v > INT32_MAX)
+			continue;            /* not a device id: not ours to judge */
+		devid = (uint32_t)v;
+		if (in_table(t, devid) || recently_failed(t, devid))
+			continue;
+		snprintf(fe, sizeof(fe), "%s/%s", t->base, names[i]);
+		if (xbd_xs_read_buf(t->xs, XBT_NULL, fe, "backend", be, sizeof(be)) ||
+		    xbd_xs_read_uint(t->xs, XBT_NULL, be, "online", 0, 1, &online) || !online)
+			continue;            /* being detached or half written */
+		if (disk_open(t, devid))
+			note_failed(t, devid);
+	}
+}
+
+static void rescan(struct disks *t)
+{
+	char **names = NULL;
+	unsigned int n = 0;
+	int rc = xbd_xs_directory(t->xs, XBT_NULL, t->base, NULL, &names, &n);
+
+	if (rc && rc != -ENOENT) {
+		log_warn("cannot list %s: %s", t->base, strerror(-rc));
+		return;
+	}
+	reap_gone(t, names, n);
+	open_new(t, names, n);
+	free(names);
+}
+
+/* The watcher thread. */
+static void *watcher(void *arg)
+{
+	struct disks *t = arg;
+	struct pollfd p[2] = {
+		{ .fd = t->stop_fd, .events = POLLIN },
+		{ .fd = xbd_xs_watch_fd(t->xs), .events = POLLIN },
+	};
+	char path[256], token[16];
+
+	for (;;) {
+		rescan(t);
+		if (poll(p, 2, RESCAN_MS) < 0 && errno != EINTR)
+			break;
+		if (p[0].revents)
+			break;
+		while (xbd_xs_next_event(t->xs, path, sizeof(path), token, sizeof(token)) > 0)
+			;
+	}
+	return NULL;
+}
+
+int disks_start(unsigned int domid, const struct xbdfront_opts *opts, struct disks **out)
+{
+	char sock[4096];
+	const char *rundir = opts->rundir ? opts->rundir : getenv("XBD_RUNDIR");
+	struct disks *t = calloc(1, sizeof(*t));
+	int rc;
+
+	if (!t)
+		return -ENOMEM;
+	t->domid = domid;
+	t->opts = *opts;
+	t->stop_fd = -1;
+	pthread_mutex_init(&t->lock, NULL);
+	pthread_cond_init(&t->cond, NULL);
+	snprintf(t->base, sizeof(t->base), "/local/domain/%u/device/vbd", domid);
+	if (opts->platform && !strcmp(opts->platform, "xen"))
+		rc = xbd_xs_open(NULL, &t->xs);
+	else if (snprintf(sock, sizeof(sock), "%s/dom%u/xenstore.sock",
+			  rundir ? rundir : "/run/xbd", domid) >= (int)sizeof(sock))
+		rc = -ENAMETOOLONG;
+	else
+		rc = xbd_xs_open(sock, &t->xs);
+	if (!rc)
+		rc = xbd_xs_watch(t->xs, t->base, "vbd");
+	if (!rc && (t->stop_fd = eventfd(0, EFD_CLOEXEC)) < 0)
+		rc = -errno;
+	if (!rc)
+		rc = -pthread_create(&t->thread, NULL, watcher, t);
+	if (rc) {
+		disks_stop(t);
+		return rc;
+	}
+	t->running = true;
+	*out = t;
+	return 0;
+}
+
+void disks_stop(struct disks *t)
+{
+	uint64_t one = 1;
+	struct disk *d;
+
+	if (!t)
+		return;
+	if (t->running && write(t->stop_fd, &one, sizeof(one)) == sizeof(one))
+		pthread_join(t->thread, NULL);
+	for (;;) {
+		pthread_mutex_lock(&t->lock);
+		d = t->list;
+		if (d)
+			t->list = d->next;
+		pthread_mutex_unlock(&t->lock);
+		if (!d)
+			break;
+		disk_close(t, d);
+	}
+	if (t->stop_fd >= 0)
+		close(t->stop_fd);
+	if (t->xs)
+		xs_close(t->xs);
+	pthread_mutex_destroy(&t->lock);
+	pthread_cond_destroy(&t->cond);
+	free(t);
+}

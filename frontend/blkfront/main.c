@@ -1,0 +1,222 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * xbd-blkfront: a local guest that shows its virtual disks as files.
+ *
+ *   xbd-blkfront --domain NAME|ID [--mount DIR] [options]
+ *
+ * Threads: main (parses, mounts, runs libfuse's loop, tears down), libfuse
+ * workers (fs.c), the watcher (disks.c) and libxbdfront's threads.
+ * SIGTERM/SIGINT/SIGHUP end the loop; teardown closes every device
+ * (Closing -> Closed), unmounts and releases the domain.
+ */
+#define FUSE_USE_VERSION 31
+#include <errno.h>
+#include <fuse.h>
+#include <getopt.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mount.h>
+#include <sys/stat.h>
+
+#include "frontend/blkfront/disks.h"
+#include "frontend/blkfront/domain.h"
+#include "frontend/blkfront/fs.h"
+#include "lib/log.h"
+#include "lib/platform/platform.h"
+
+static const char usage[] =
+"usage: xbd-blkfront --domain NAME|ID [--mount DIR] [options]\n"
+"Become local domain NAME, connect each of its virtual disks (device/vbd,\n"
+"and those attached later) and show each as the file DIR/<vdev> through\n"
+"FUSE (default DIR: $XBD_RUNDIR/dom<N>/dev).  SIGTERM closes every disk,\n"
+"unmounts and exits.\n"
+"\n"
+"options (the Linux xen_blkfront parameter names):\n"
+"  --max_queues=N             queues per disk to ask for (default 4)\n"
+"  --max_ring_page_order=N    ring pages 2^N per queue, 0..5 (default 0)\n"
+"  --max_indirect_segments=N  indirect segments, 0 = off (default 32)\n"
+"  --feature_persistent=0|1   offer persistent grants (default 1)\n"
+"other options:\n"
+"  --mount DIR        where the files appear (created if missing)\n"
+"  --rundir DIR       the local machine's directory (default $XBD_RUNDIR)\n"
+"  --platform P       auto, local or xen (default auto)\n"
+"  --timeout MS       wait for a backend to connect (default 10000)\n"
+"  -v                 log debug messages\n"
+"  -h, --help         this text\n";
+
+struct args {
+	struct xbdfront_opts opts;
+	const char *domain, *mount;
+	char mount_buf[4096];
+};
+
+enum { O_MOUNT = 256, O_RUNDIR, O_PLATFORM, O_TIMEOUT, O_QUEUES, O_ORDER, O_INDIRECT,
+       O_PERSISTENT, O_DOMAIN };
+
+static const struct option longopts[] = {
+	{ "domain", required_argument, NULL, O_DOMAIN },
+	{ "mount", required_argument, NULL, O_MOUNT },
+	{ "rundir", required_argument, NULL, O_RUNDIR },
+	{ "platform", required_argument, NULL, O_PLATFORM },
+	{ "timeout", required_argument, NULL, O_TIMEOUT },
+	{ "max_queues", required_argument, NULL, O_QUEUES },
+	{ "max_ring_page_order", required_argument, NULL, O_ORDER },
+	{ "max_indirect_segments", required_argument, NULL, O_INDIRECT },
+	{ "feature_persistent", required_argument, NULL, O_PERSISTENT },
+	{ "help", no_argument, NULL, 'h' },
+	{ NULL, 0, NULL, 0 },
+};
+
+static int set_opt(struct args *a, int c, const char *v)
+{
+	long long n = 0;
+
+	switch (c) {
+	case O_DOMAIN: a->domain = v; return 0;
+	case O_MOUNT: a->mount = v; return 0;
+	case O_RUNDIR: a->opts.rundir = v; return 0;
+	case O_PLATFORM: a->opts.platform = v; return 0;
+	case O_TIMEOUT: n = guest_num(v, 1, 3600000); a->opts.connect_timeout_ms = (unsigned int)n; break;
+	case O_QUEUES: n = guest_num(v, 1, 64); a->opts.max_queues = (unsigned int)n; break;
+	case O_ORDER: n = guest_num(v, 0, 5); a->opts.max_ring_page_order = (unsigned int)n; break;
+	case O_INDIRECT: n = guest_num(v, 0, 4096); a->opts.max_indirect_segs = (unsigned int)n; break;
+	case O_PERSISTENT: n = guest_num(v, 0, 1); a->opts.persistent = n == 1; break;
+	default: return -1;
+	}
+	if (n < 0)
+		fprintf(stderr, "xbd-blkfront: bad value '%s'\n", v);
+	return n < 0 ? -1 : 0;
+}
+
+static int parse(int argc, char **argv, struct args *a)
+{
+	int c;
+
+	xbdfront_opts_default(&a->opts);
+	while ((c = getopt_long(argc, argv, "vh", longopts, NULL)) != -1) {
+		if (c == 'v')
+			xbd_log_set_level(XBD_LOG_DEBUG);
+		else if (c == 'h')
+			return 1;
+		else if (set_opt(a, c, optarg))
+			return -1;
+	}
+	if (optind != argc || !a->domain)
+		return -1;
+	return 0;
+}
+
+/* The mount point: made if missing; a stale FUSE mount left by a killed
+ * blkfront (ENOTCONN) is detached first. */
+static int prepare_mount(const char *dir)
+{
+	struct stat st;
+
+	if (stat(dir, &st) < 0 && errno == ENOTCONN) {
+		log_warn("%s: stale mount of a previous blkfront, detaching it", dir);
+		if (umount2(dir, MNT_DETACH) < 0)
+			return -errno;
+	}
+	if (mkdir(dir, 0755) < 0 && errno != EEXIST)
+		return -errno;
+	return 0;
+}
+
+/* Mount and serve until a signal; returns 0 or -errno. */
+static int serve(struct disks *t, const char *dir)
+{
+	char *fargv[] = { "xbd-blkfront", "-o", "fsname=xbd,subtype=xbd,default_permissions", NULL };
+	struct fuse_args fa = FUSE_ARGS_INIT(3, fargv);
+	struct fuse *f = fuse_new(&fa, &blkfront_fs_ops, sizeof(blkfront_fs_ops), t);
+	int rc = -EIO;
+
+	if (!f) {
+		fuse_opt_free_args(&fa);
+		return -EIO;
+	}
+	if (fuse_mount(f, dir)) {
+		log_err("cannot mount %s", dir);
+		goto out;
+	}
+	if (fuse_set_signal_handlers(fuse_get_session(f)) == 0) {
+		log_info("serving %s", dir);
+		/* 0: unmounted, > 0: the signal that stopped us, < 0: error */
+		rc = fuse_loop_mt(f, 0) < 0 ? -EIO : 0;
+		fuse_remove_signal_handlers(fuse_get_session(f));
+	}
+	fuse_unmount(f);
+out:
+	fuse_destroy(f);
+	fuse_opt_free_args(&fa);     /* fuse_new may have added to them */
+	return rc;
+}
+
+#ifdef __SANITIZE_ADDRESS__
+/* libfuse 3.14's high-level layer can keep a few nodes of its path table
+ * (about 33 KiB, a fixed amount) past fuse_destroy() when the kernel
+ * still held lookups at unmount; that is libfuse's, not ours. */
+const char *__lsan_default_suppressions(void);
+const char *__lsan_default_suppressions(void)
+{
+	return "leak:libfuse3.so\n";
+}
+#endif
+
+int main(int argc, char **argv)
+{
+	struct xbd_platform *plat = NULL;
+	struct disks *t = NULL;
+	enum xbd_platform_kind kind;
+	unsigned int domid = 0;
+	sigset_t sigs, old;
+	struct args a = { 0 };
+	int rc;
+
+	xbd_log_init("xbd-blkfront", XBD_LOG_INFO, false);
+	rc = parse(argc, argv, &a);
+	if (rc) {
+		fputs(usage, rc > 0 ? stdout : stderr);
+		return rc > 0 ? 0 : 2;
+	}
+	rc = xbd_platform_kind_parse(a.opts.platform ? a.opts.platform : "auto", &kind);
+	rc = rc ? rc : xbd_platform_open(kind, a.opts.rundir, &plat);
+	rc = rc ? rc : guest_resolve_domain(plat, a.domain, &domid);
+	if (rc) {
+		log_err("domain %s: %s", a.domain, strerror(-rc));
+		goto out;
+	}
+	if (!a.mount) {
+		snprintf(a.mount_buf, sizeof(a.mount_buf), "%s/dom%u/dev",
+			 xbd_platform_rundir(plat), domid);
+		a.mount = a.mount_buf;
+	}
+	if (!a.opts.rundir)
+		a.opts.rundir = xbd_platform_rundir(plat);
+	rc = prepare_mount(a.mount);
+	if (rc) {
+		log_err("mount point %s: %s", a.mount, strerror(-rc));
+		goto out;
+	}
+	/* Our threads (and libxbdfront's, started from the watcher) leave the
+	 * stop signals to main, where libfuse's handlers end the loop. */
+	sigemptyset(&sigs);
+	sigaddset(&sigs, SIGTERM);
+	sigaddset(&sigs, SIGINT);
+	sigaddset(&sigs, SIGHUP);
+	pthread_sigmask(SIG_BLOCK, &sigs, &old);
+	rc = disks_start(domid, &a.opts, &t);
+	pthread_sigmask(SIG_SETMASK, &old, NULL);
+	if (rc) {
+		log_err("domain %u: cannot watch its disks: %s", domid, strerror(-rc));
+		goto out;
+	}
+	rc = serve(t, a.mount);
+out:
+	disks_stop(t);
+	if (a.mount && a.mount == a.mount_buf)
+		(void)rmdir(a.mount);
+	xbd_platform_close(plat);
+	return rc ? 1 : 0;
+}

@@ -1,0 +1,355 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * xbdfront-io: a guest program on libxbdfront, for tests and by hand.
+ *
+ *   xbdfront-io [options] DOMID VDEV info     open, print what was negotiated
+ *   xbdfront-io [options] DOMID VDEV verify   write patterns at random
+ *                                             offsets, read them back, compare
+ *   xbdfront-io [options] DOMID VDEV bench    timed I/O at a queue depth
+ *
+ * One thread: verify uses the synchronous helpers; bench keeps --qd I/Os
+ * in flight with the completion-queue API over every queue.  Exit status:
+ * 0 done, 1 failure (message on stderr), 2 usage.
+ */
+#include <errno.h>
+#include <getopt.h>
+#include <inttypes.h>
+#include <poll.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "frontend/xbdfront.h"
+#include "lib/log.h"
+
+static const char usage[] =
+"usage: xbdfront-io [options] DOMID VDEV info|verify|bench\n"
+"open virtual disk VDEV of local domain DOMID with libxbdfront and\n"
+"  info     print what was negotiated with the backend\n"
+"  verify   write patterns at random offsets, read back and compare\n"
+"  bench    keep --qd I/Os of --bs bytes in flight for --seconds; print\n"
+"           iops and MiB/s\n"
+"\n"
+"options:\n"
+"  --rundir DIR        the local machine's directory (default $XBD_RUNDIR)\n"
+"  --platform P        auto, local or xen (default auto)\n"
+"  --timeout MS        wait for the backend to connect (default 10000)\n"
+"  --queues N          queues to ask for (default 4)\n"
+"  --ring-order N      ring-page-order to ask for, 0..5 (default 0)\n"
+"  --indirect N        indirect segments to ask for, 0 = off (default 32)\n"
+"  --no-persistent     do not offer feature-persistent\n"
+"  --abi x86_64|x86_32 ring layout (default native)\n"
+"  --bytes N           verify: bytes to write in all (default 4194304)\n"
+"  --seed N            verify: pattern and offset seed (default 1)\n"
+"  --rw MODE           bench: read, write, randread, randwrite (default randread)\n"
+"  --bs N              bench: bytes per I/O (default 4096)\n"
+"  --qd N              bench: I/Os in flight (default 32)\n"
+"  --seconds N         bench: duration (default 5)\n"
+"  --zero-copy         bench: buffers from xbdfront_buf_alloc (no bounce)\n"
+"  -v                  log debug messages\n";
+
+struct args {
+	struct xbdfront_opts opts;
+	unsigned int domid;
+	const char *vdev, *cmd;
+	uint64_t bytes;
+	unsigned int seed;
+	const char *rw;
+	unsigned int bs, qd, seconds;
+	bool zero_copy;
+};
+
+enum { O_RUNDIR = 256, O_PLATFORM, O_TIMEOUT, O_QUEUES, O_ORDER, O_INDIRECT,
+       O_NOPERS, O_ABI, O_BYTES, O_SEED, O_RW, O_BS, O_QD, O_SECONDS, O_ZC };
+
+static const struct option longopts[] = {
+	{ "rundir", required_argument, NULL, O_RUNDIR },
+	{ "platform", required_argument, NULL, O_PLATFORM },
+	{ "timeout", required_argument, NULL, O_TIMEOUT },
+	{ "queues", required_argument, NULL, O_QUEUES },
+	{ "ring-order", required_argument, NULL, O_ORDER },
+	{ "indirect", required_argument, NULL, O_INDIRECT },
+	{ "no-persistent", no_argument, NULL, O_NOPERS },
+	{ "abi", required_argument, NULL, O_ABI },
+	{ "bytes", required_argument, NULL, O_BYTES },
+	{ "seed", required_argument, NULL, O_SEED },
+	{ "rw", required_argument, NULL, O_RW },
+	{ "bs", required_argument, NULL, O_BS },
+	{ "qd", required_argument, NULL, O_QD },
+	{ "seconds", required_argument, NULL, O_SECONDS },
+	{ "zero-copy", no_argument, NULL, O_ZC },
+	{ "help", no_argument, NULL, 'h' },
+	{ NULL, 0, NULL, 0 },
+};
+
+/* A decimal number in [0, max] or -1. */
+static long long num(const char *s, unsigned long long max)
+{
+	char *end;
+	unsigned long long v;
+
+	errno = 0;
+	v = strtoull(s, &end, 10);
+	if (errno || end == s || *end || s[0] == '-' || v > max)
+		return -1;
+	return (long long)v;
+}
+
+static int set_opt(struct args *a, int c, const char *v)
+{
+	long long n = 0;
+
+	switch (c) {
+	case O_RUNDIR: a->opts.rundir = v; return 0;
+	case O_PLATFORM: a->opts.platform = v; return 0;
+	case O_NOPERS: a->opts.persistent = false; return 0;
+	case O_ZC: a->zero_copy = true; return 0;
+	case O_RW:
+		a->rw = v;
+		return strcmp(v, "read") && strcmp(v, "write") && strcmp(v, "randread") &&
+		       strcmp(v, "randwrite") ? -1 : 0;
+	case O_ABI:
+		if (!strcmp(v, "x86_64"))
+			a->opts.abi = XBDFRONT_ABI_X86_64;
+		else if (!strcmp(v, "x86_32"))
+			a->opts.abi = XBDFRONT_ABI_X86_32;
+		else
+			return -1;
+		return 0;
+	case O_TIMEOUT: n = num(v, 3600000); a->opts.connect_timeout_ms = (unsigned int)n; break;
+	case O_QUEUES: n = num(v, 64); a->opts.max_queues = (unsigned int)n; break;
+	case O_ORDER: n = num(v, 5); a->opts.max_ring_page_order = (unsigned int)n; break;
+	case O_INDIRECT: n = num(v, 4096); a->opts.max_indirect_segs = (unsigned int)n; break;
+	case O_BYTES: n = num(v, 1ull << 40); a->bytes = (uint64_t)n; break;
+	case O_SEED: n = num(v, UINT32_MAX); a->seed = (unsigned int)n; break;
+	case O_BS: n = num(v, 16u << 20); a->bs = (unsigned int)n; n = n ? n : -1; break;
+	case O_QD: n = num(v, 4096); a->qd = (unsigned int)n; n = n ? n : -1; break;
+	case O_SECONDS: n = num(v, 3600); a->seconds = (unsigned int)n; break;
+	default: return -1;
+	}
+	return n < 0 ? -1 : 0;
+}
+
+static int parse(int argc, char **argv, struct args *a)
+{
+	long long d;
+	int c;
+
+	xbdfront_opts_default(&a->opts);
+	a->bytes = 4u << 20;
+	a->seed = 1;
+	a->rw = "randread";
+	a->bs = 4096;
+	a->qd = 32;
+	a->seconds = 5;
+	while ((c = getopt_long(argc, argv, "vh", longopts, NULL)) != -1) {
+		if (c == 'v')
+			xbd_log_set_level(XBD_LOG_DEBUG);
+		else if (c == 'h' || set_opt(a, c, optarg))
+			return -1;
+	}
+	if (argc - optind != 3 || (d = num(argv[optind], 0x7fef)) < 0)
+		return -1;
+	a->domid = (unsigned int)d;
+	a->vdev = argv[optind + 1];
+	a->cmd = argv[optind + 2];
+	return strcmp(a->cmd, "info") && strcmp(a->cmd, "verify") &&
+	       strcmp(a->cmd, "bench") ? -1 : 0;
+}
+
+static void print_info(const struct xbdfront_info *i)
+{
+	printf("sectors %" PRIu64 "\nsector-size %u\nphysical-sector-size %u\n"
+	       "queues %u\nring-page-order %u\nindirect-segments %u\nprotocol %s\n"
+	       "persistent %d\nreadonly %d\nflush %d\nbarrier %d\ndiscard %d\n",
+	       i->sectors, i->sector_size, i->physical_sector_size, i->nr_queues,
+	       i->ring_page_order, i->max_indirect_segs,
+	       i->abi == XBDFRONT_ABI_X86_32 ? "x86_32-abi" : "x86_64-abi",
+	       i->persistent, i->readonly, i->flush, i->barrier, i->discard);
+}
+
+static void pattern(unsigned char *buf, size_t len, uint64_t off, unsigned int seed)
+{
+	for (size_t i = 0; i < len; i++)
+		buf[i] = (unsigned char)((off + i) * 2654435761u >> 13 ^ seed);
+}
+
+/* Random aligned extents up to 1 MiB, written then read back. */
+static int verify(struct xbdfront_dev *dev, const struct xbdfront_info *info,
+		  const struct args *a)
+{
+	uint64_t disk = info->sectors * 512, done = 0, unit = info->sector_size;
+	size_t max = 1u << 20;
+	unsigned char *w = malloc(max), *r = malloc(max);
+	unsigned int state = a->seed;
+	int rc = 0;
+
+	if (!w || !r || disk < unit)
+		rc = -ENOMEM;
+	while (!rc && done < a->bytes) {
+		size_t len = (size_t)unit * (1 + rand_r(&state) % (max / unit));
+		uint64_t off;
+
+		if (len > disk)
+			len = (size_t)disk;
+		off = (uint64_t)rand_r(&state) % ((disk - len) / unit + 1) * unit;
+		ssize_t n;
+
+		pattern(w, len, off, a->seed);
+		n = xbdfront_pwrite(dev, w, len, off);
+		if (n == (ssize_t)len)
+			n = xbdfront_pread(dev, r, len, off);
+		if (n != (ssize_t)len)
+			rc = n < 0 ? (int)n : -EIO;
+		else if (memcmp(w, r, len))
+			rc = -EILSEQ;
+		if (rc)
+			fprintf(stderr, "xbdfront-io: %s at offset %" PRIu64 " length %zu\n",
+				rc == -EILSEQ ? "data mismatch" : strerror(-rc), off, len);
+		done += len;
+	}
+	if (!rc)
+		printf("verified %" PRIu64 " bytes\n", done);
+	free(w);
+	free(r);
+	return rc;
+}
+
+/* ---- bench ------------------------------------------------------------- */
+
+struct bench {
+	struct xbdfront_dev *dev;
+	const struct args *a;
+	uint64_t disk, next;          /* capacity; next sequential offset */
+	unsigned char *bufs;          /* qd buffers of bs bytes */
+	unsigned int state, nq;
+	bool write, random;
+};
+
+static int bench_submit(struct bench *b, unsigned int slot)
+{
+	uint64_t off, blocks = b->disk / b->a->bs;
+	struct iovec v = { b->bufs + (size_t)slot * b->a->bs, b->a->bs };
+
+	if (b->random) {
+		off = ((uint64_t)rand_r(&b->state) << 31 | (uint64_t)rand_r(&b->state)) % blocks;
+		off *= b->a->bs;
+	} else {
+		off = b->next;
+		b->next = b->next + b->a->bs + b->a->bs > b->disk ? 0 : b->next + b->a->bs;
+	}
+	return xbdfront_submit_cq(b->dev, slot % b->nq, b->write ? XBDFRONT_WRITE : XBDFRONT_READ,
+				  off, b->a->bs, &v, 1, slot);
+}
+
+/* Reap every queue; resubmit while running.  Returns completions or -errno. */
+static int bench_reap(struct bench *b, bool resubmit, uint64_t *inflight)
+{
+	struct xbdfront_cqe c[64];
+	unsigned int q, k, i;
+	int n = 0, rc;
+
+	for (q = 0; q < b->nq; q++) {
+		if ((rc = xbdfront_process(b->dev, q)) < 0)
+			return rc;
+		while ((k = xbdfront_reap(b->dev, q, c, 64)) > 0) {
+			for (i = 0; i < k; i++) {
+				if (c[i].status)
+					return c[i].status;
+				n++;
+				(*inflight)--;
+				if (resubmit && (rc = bench_submit(b, (unsigned int)c[i].user_data)))
+					return rc;
+				*inflight += resubmit;
+			}
+		}
+	}
+	return n;
+}
+
+static double now_s(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (double)ts.tv_sec + ts.tv_nsec / 1e9;
+}
+
+static int bench(struct xbdfront_dev *dev, const struct xbdfront_info *info,
+		 const struct args *a)
+{
+	struct bench b = { .dev = dev, .a = a, .disk = info->sectors * 512, .state = a->seed,
+			   .nq = info->nr_queues, .write = strstr(a->rw, "write") != NULL,
+			   .random = !strncmp(a->rw, "rand", 4) };
+	size_t total = (size_t)a->qd * a->bs;
+	uint64_t done = 0, inflight = 0;
+	struct pollfd pfd[16];
+	double t0, t;
+	int rc = 0;
+
+	if (a->bs % info->sector_size || a->bs > b.disk)
+		return -EINVAL;
+	b.bufs = a->zero_copy ? xbdfront_buf_alloc(dev, total) : aligned_alloc(4096, total);
+	if (!b.bufs)
+		return -ENOMEM;
+	memset(b.bufs, 0x5a, total);
+	for (unsigned int q = 0; q < b.nq && q < 16; q++)
+		pfd[q] = (struct pollfd){ .fd = xbdfront_queue_fd(dev, q), .events = POLLIN };
+	t0 = now_s();
+	for (unsigned int s = 0; s < a->qd && !rc; s++, inflight++)
+		rc = bench_submit(&b, s);
+	while (!rc && (t = now_s()) - t0 < a->seconds) {
+		poll(pfd, b.nq < 16 ? b.nq : 16, 100);
+		rc = bench_reap(&b, true, &inflight);
+		done += rc > 0 ? (uint64_t)rc : 0;
+		rc = rc < 0 ? rc : 0;
+	}
+	t = now_s() - t0;
+	while (!rc && inflight) {          /* drain, not counted */
+		poll(pfd, b.nq < 16 ? b.nq : 16, 100);
+		rc = bench_reap(&b, false, &inflight);
+		rc = rc < 0 ? rc : 0;
+	}
+	if (!rc)
+		printf("%s bs %u qd %u: %.0f iops, %.1f MiB/s\n", a->rw, a->bs, a->qd,
+		       done / t, done * (double)a->bs / t / (1 << 20));
+	else
+		fprintf(stderr, "xbdfront-io: bench: %s\n", strerror(-rc));
+	if (a->zero_copy)
+		xbdfront_buf_free(dev, b.bufs);
+	else
+		free(b.bufs);
+	return rc;
+}
+
+int main(int argc, char **argv)
+{
+	struct xbdfront_dev *dev;
+	struct xbdfront_info info;
+	struct args a;
+	int rc;
+
+	xbd_log_init("xbdfront-io", XBD_LOG_WARN, false);
+	if (parse(argc, argv, &a)) {
+		fputs(usage, stderr);
+		return 2;
+	}
+	rc = xbdfront_open(a.domid, a.vdev, &a.opts, &dev);
+	if (rc) {
+		fprintf(stderr, "xbdfront-io: cannot open %s of domain %u: %s\n", a.vdev,
+			a.domid, strerror(-rc));
+		return 1;
+	}
+	xbdfront_get_info(dev, &info);
+	if (!strcmp(a.cmd, "info"))
+		print_info(&info);
+	else if (!strcmp(a.cmd, "verify"))
+		rc = verify(dev, &info, &a);
+	else
+		rc = bench(dev, &info, &a);
+	if (rc && xbdfront_get_info(dev, &info) == 0 && info.error)
+		fprintf(stderr, "xbdfront-io: device shut down: %s\n", info.reason);
+	xbdfront_close(dev);
+	return rc ? 1 : 0;
+}

@@ -1,0 +1,133 @@
+# SPDX-License-Identifier: MIT
+"""Fixtures for the guest-side system tests (xbd-blkfront, the fio engine,
+the demo): a whole local machine in a private XBD_RUNDIR.
+
+`guest` starts xbd-xenstored and xbd-blkback, creates domain g1 and gives
+a `Guest` handle: attach/detach disks with `xbd`, start xbd-blkfront (its
+FUSE mount is always unmounted at teardown, even when a test fails), run
+fio, restart the backend.
+"""
+import os
+import signal
+import subprocess
+import time
+
+import pytest
+
+from conftest import binary, sanitizer_env
+from xenstored_fixtures import Xenstored
+
+FIO = "/usr/bin/fio"
+
+
+def wait_until(cond, timeout=20.0, what="condition"):
+    deadline = time.monotonic() + timeout
+    while not cond():
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out waiting for {what}")
+        time.sleep(0.05)
+
+
+def mounted_under(prefix):
+    with open("/proc/mounts") as f:
+        return [line.split()[1] for line in f
+                if line.split()[1].startswith(prefix)]
+
+
+class Guest:
+    def __init__(self, daemons, rundir):
+        self.daemons = daemons
+        self.rundir = rundir
+        self.xd = Xenstored(daemons, rundir)
+        self.env = self.xd.env
+        self.backend = None
+        self.blkfront = None
+        self.start_backend()
+        out = self.xbd("domain-create", "g1", "--memory", "256M")
+        self.domid = int(out.strip())
+        self.dev_dir = os.path.join(rundir, f"dom{self.domid}", "dev")
+
+    # ---- the machine ------------------------------------------------------
+    def xbd(self, *args, check=True):
+        r = subprocess.run([binary("xbd"), "--platform", "local", *args],
+                           env=sanitizer_env(self.env), capture_output=True,
+                           text=True, timeout=60)
+        if check:
+            assert r.returncode == 0, (args, r.stdout, r.stderr)
+        return r.stdout if check else r
+
+    def start_backend(self, name="blkback", queues=2):
+        self.backend = self.daemons.start(
+            [binary("xbd-blkback"), "-N", "-p", "local", "-R", self.rundir,
+             f"--max_queues={queues}", "--max_ring_page_order=2"],
+            name=name, env=self.env)
+        return self.backend
+
+    def disk(self, name="disk.img", size=64 << 20):
+        path = os.path.join(self.rundir, name)
+        with open(path, "wb") as f:
+            f.truncate(size)
+        return path
+
+    def attach(self, path, vdev="xvdb", access="rw"):
+        self.xbd("block-attach", "g1",
+                 f"format=raw, vdev={vdev}, access={access}, target={path}",
+                 "--timeout", "20")
+        return os.path.join(self.dev_dir, vdev)
+
+    def detach(self, vdev="xvdb"):
+        self.xbd("block-detach", "g1", vdev, "--timeout", "20")
+
+    # ---- the guest --------------------------------------------------------
+    def start_blkfront(self, *opts, wait_for=None):
+        self.blkfront = self.daemons.start(
+            [binary("xbd-blkfront"), "--domain", "g1", "--rundir", self.rundir,
+             *opts], name="blkfront", env=self.env,
+            ready=lambda: bool(mounted_under(self.dev_dir)))
+        if wait_for:
+            wait_until(lambda: os.path.exists(wait_for), what=wait_for)
+        return self.blkfront
+
+    def fio(self, *args, timeout=120, env=None):
+        # verify_state_save=0 and cwd: no verify state files left behind
+        r = subprocess.run([FIO, "--output-format=terse", "--terse-version=3",
+                            "--verify_state_save=0", *args],
+                           capture_output=True, text=True, cwd=self.rundir,
+                           timeout=timeout, env=env or self.env)
+        return r
+
+    def teardown(self):
+        if self.blkfront:
+            self.blkfront.stop()
+        for m in mounted_under(self.rundir):
+            subprocess.run(["umount", "-l", m], check=False)
+
+
+@pytest.fixture
+def guest(daemons, rundir):
+    g = Guest(daemons, rundir)
+    try:
+        yield g
+    finally:
+        g.teardown()
+
+
+def fio_ok(r):
+    """The terse v3 line of a fio run that must have succeeded: the fields
+    by name (read/write IOPS, total errors)."""
+    assert r.returncode == 0, (r.stdout, r.stderr)
+    lines = [x for x in r.stdout.splitlines() if x.startswith("3;")]
+    assert lines, r.stdout
+    out = []
+    for line in lines:
+        f = line.split(";")
+        out.append(dict(name=f[2], error=int(f[4]), read_kb=int(f[5]),
+                        read_iops=int(f[7]), write_kb=int(f[46]),
+                        write_iops=int(f[48])))
+    for o in out:
+        assert o["error"] == 0, (o, r.stderr)
+    return out
+
+
+def stop_signal(d, sig=signal.SIGTERM):
+    return d.stop(sig)
