@@ -1,0 +1,164 @@
+# SPDX-License-Identifier: MIT
+"""The issue 8 suite: every contender runs every workload on every backing
+store, in one run on one machine; the result is one JSON file, then
+report.py writes the Markdown table and the plots.
+
+usage: suite.py BUILD_DIR RESULTS_DIR
+environment:
+  BENCH_QUICK=1     1 s runs, tmpfs only, short dd and callgrind counts
+  BENCH_RUNTIME=S   seconds per time-based run (default 3, quick 1)
+  BENCH_STORES=...  comma list of tmpfs,loop,disk (default all; quick tmpfs)
+  BENCH_DISK_DIR    directory of the disk store (default /var/tmp)
+  BENCH_NO_CALLGRIND=1  leave the callgrind section out
+Exit status: 0 when every run succeeded, 1 (with the reason) otherwise."""
+import datetime
+import json
+import os
+import platform
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+
+import contenders  # noqa: E402
+import cpucost  # noqa: E402
+import parse  # noqa: E402
+import report  # noqa: E402
+import workloads  # noqa: E402
+from stores import Store  # noqa: E402
+
+
+def machine():
+    model = "?"
+    with open("/proc/cpuinfo") as f:
+        for line in f:
+            if line.startswith("model name"):
+                model = line.split(":", 1)[1].strip()
+                break
+    with open("/proc/meminfo") as f:
+        mem = int(f.readline().split()[1]) // 1024
+    return {"kernel": platform.release(), "cpus": os.cpu_count(), "cpu": model,
+            "mem_mib": mem, "load_start": os.getloadavg()}
+
+
+def git_commit(top):
+    out = subprocess.run(["git", "-C", top, "rev-parse", "--short", "HEAD"],
+                         capture_output=True, text=True)
+    return out.stdout.strip() or "?"
+
+
+def pending(top):
+    """xbd contenders the suite does not drive yet, and why.  They are
+    listed in every report so that their absence is never silent."""
+    p = []
+    for name, sub, what in (("xbd-fio", "fio", "fio external engine"),
+                            ("xbd-fuse", "blkfront", "xbd-blkfront FUSE file")):
+        if os.path.isdir(os.path.join(top, "frontend", sub)):
+            if name == "xbd-fio":
+                continue        # contenders.XbdFio runs it
+            why = (f"the {what} is in this tree (frontend/{sub}/) but the suite does not "
+                   "start it yet (bench/guest/run.sh does)")
+        else:
+            why = f"no {what} in this tree (frontend/{sub}/, branch guest)"
+        p.append({"contender": name, "why": why})
+    return p
+
+
+def run_contender(c, store, wls, runtime, results):
+    c.start(store)
+    try:
+        for w in wls:
+            if not c.supports(w):
+                continue
+            t0 = time.monotonic()
+            fig = c.run(w, runtime)
+            rec = {"store": store.kind, "contender": c.name, "workload": w["name"],
+                   "method": fig.pop("method", c.method), **fig}
+            results.append(rec)
+            print(f"  {store.kind:5} {c.name:22} {w['name']:16} "
+                  f"{rec['iops']:10.0f} IOPS {rec['mbps']:8.1f} MB/s "
+                  f"({time.monotonic() - t0:.1f} s)", flush=True)
+    finally:
+        c.stop()
+
+
+def run_store(kind, cs, variants, cfg, out):
+    store = Store(kind)
+    try:
+        store.setup()
+        out["stores"].append(store.describe())
+        wls = workloads.for_store(kind, cfg["quick"])
+        for c in cs:
+            run_contender(c, store, wls, cfg["runtime"], out["results"])
+        if kind == "tmpfs":
+            vw = [workloads.by_name("read4k-qd64-j1"), workloads.by_name("read4k-qd1-j1"),
+                  dict(workloads.by_name("read4k-qd64-j1"), name="read4k-qd32-j1", qd=32)]
+            for v in variants:
+                run_contender(v, store, vw, cfg["runtime"], out["variants"])
+            if cfg["callgrind"]:
+                print("  callgrind: instructions per 4k request", flush=True)
+                out["callgrind"] = cpucost.measure(cfg["build"], cfg["work"], store,
+                                                   cfg["quick"])
+    finally:
+        store.teardown()
+
+
+def config(build):
+    quick = os.environ.get("BENCH_QUICK", "0") not in ("", "0")
+    stores = os.environ.get("BENCH_STORES", "tmpfs" if quick else "tmpfs,loop,disk")
+    return {"quick": quick, "build": build,
+            "runtime": int(os.environ.get("BENCH_RUNTIME", "1" if quick else "3")),
+            "stores": [s for s in stores.split(",") if s],
+            "callgrind": os.environ.get("BENCH_NO_CALLGRIND", "0") in ("", "0"),
+            "dd_count": 16384 if quick else workloads.DD_COUNT}
+
+
+def _sigterm(signum, frame):
+    raise SystemExit(128 + signum)
+
+
+def main(argv):
+    if len(argv) != 3:
+        print(__doc__, file=sys.stderr)
+        return 2
+    signal.signal(signal.SIGTERM, _sigterm)
+    parse.CLK_TCK = os.sysconf("SC_CLK_TCK")
+    build, resdir = os.path.abspath(argv[1]), os.path.abspath(argv[2])
+    top = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    cfg = config(build)
+    os.makedirs(resdir, exist_ok=True)
+    stamp = datetime.datetime.utcnow().strftime("%Y%m%dT%H%M%SZ")
+    out = {"suite": "xbd issue 8", "date": stamp, "commit": git_commit(top),
+           "quick": cfg["quick"], "runtime_s": cfg["runtime"], "dd_count": cfg["dd_count"],
+           "machine": machine(), "stores": [], "results": [], "variants": [],
+           "callgrind": {}, "pending": pending(top)}
+    t0 = time.monotonic()
+    with tempfile.TemporaryDirectory(prefix="xbd-bench-suite.") as work:
+        cfg["work"] = work
+        cs = contenders.main_set(build, work, top)
+        vs = contenders.variants(build, work)
+        for c in cs + vs:
+            c.dd_count = cfg["dd_count"]
+        try:
+            for c in cs:
+                c.check()          # a missing contender stops the run here
+            for kind in cfg["stores"]:
+                run_store(kind, cs, vs, cfg, out)
+        except (RuntimeError, ValueError, OSError, subprocess.TimeoutExpired) as e:
+            print(f"bench/suite: FAILED: {e}", file=sys.stderr)
+            return 1
+    out["machine"]["load_end"] = os.getloadavg()
+    out["elapsed_s"] = time.monotonic() - t0
+    path = os.path.join(resdir, f"run-{stamp}{'-quick' if cfg['quick'] else ''}.json")
+    with open(path, "w") as f:
+        json.dump(out, f, indent=1)
+    print(f"bench/suite: {path} ({out['elapsed_s']:.0f} s)")
+    report.write(out, resdir)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv))
