@@ -6,6 +6,8 @@
  *   xbdfront-io [options] DOMID VDEV verify   write patterns at random
  *                                             offsets, read them back, compare
  *   xbdfront-io [options] DOMID VDEV bench    timed I/O at a queue depth
+ *   xbdfront-io [options] DOMID VDEV flush    one FLUSH_DISKCACHE
+ *   xbdfront-io [options] DOMID VDEV discard  discard --offset/--length
  *
  * One thread: verify uses the synchronous helpers; bench keeps --qd I/Os
  * in flight with the completion-queue API over every queue.  Exit status:
@@ -24,12 +26,14 @@
 #include "lib/log.h"
 
 static const char usage[] =
-"usage: xbdfront-io [options] DOMID VDEV info|verify|bench\n"
+"usage: xbdfront-io [options] DOMID VDEV info|verify|bench|flush|discard\n"
 "open virtual disk VDEV of local domain DOMID with libxbdfront and\n"
 "  info     print what was negotiated with the backend\n"
 "  verify   write patterns at random offsets, read back and compare\n"
 "  bench    keep --qd I/Os of --bs bytes in flight for --seconds; print\n"
 "           iops and MiB/s\n"
+"  flush    send one cache flush and wait for it\n"
+"  discard  discard --length bytes at --offset and wait for it\n"
 "\n"
 "options:\n"
 "  --rundir DIR        the local machine's directory (default $XBD_RUNDIR)\n"
@@ -47,6 +51,9 @@ static const char usage[] =
 "  --qd N              bench: I/Os in flight (default 32)\n"
 "  --seconds N         bench: duration (default 5)\n"
 "  --zero-copy         bench: buffers from xbdfront_buf_alloc (no bounce)\n"
+"  --offset N          discard: first byte (default 0)\n"
+"  --length N          discard: bytes (default 0: to the end of the disk)\n"
+"  --secure            discard: secure discard\n"
 "  -v                  log debug messages\n";
 
 struct args {
@@ -58,10 +65,13 @@ struct args {
 	const char *rw;
 	unsigned int bs, qd, seconds;
 	bool zero_copy;
+	uint64_t offset, length;
+	bool secure;
 };
 
 enum { O_RUNDIR = 256, O_PLATFORM, O_TIMEOUT, O_QUEUES, O_ORDER, O_INDIRECT,
-       O_NOPERS, O_ABI, O_BYTES, O_SEED, O_RW, O_BS, O_QD, O_SECONDS, O_ZC };
+       O_NOPERS, O_ABI, O_BYTES, O_SEED, O_RW, O_BS, O_QD, O_SECONDS, O_ZC,
+       O_OFFSET, O_LENGTH, O_SECURE };
 
 static const struct option longopts[] = {
 	{ "rundir", required_argument, NULL, O_RUNDIR },
@@ -79,6 +89,9 @@ static const struct option longopts[] = {
 	{ "qd", required_argument, NULL, O_QD },
 	{ "seconds", required_argument, NULL, O_SECONDS },
 	{ "zero-copy", no_argument, NULL, O_ZC },
+	{ "offset", required_argument, NULL, O_OFFSET },
+	{ "length", required_argument, NULL, O_LENGTH },
+	{ "secure", no_argument, NULL, O_SECURE },
 	{ "help", no_argument, NULL, 'h' },
 	{ NULL, 0, NULL, 0 },
 };
@@ -105,6 +118,7 @@ static int set_opt(struct args *a, int c, const char *v)
 	case O_PLATFORM: a->opts.platform = v; return 0;
 	case O_NOPERS: a->opts.persistent = false; return 0;
 	case O_ZC: a->zero_copy = true; return 0;
+	case O_SECURE: a->secure = true; return 0;
 	case O_RW:
 		a->rw = v;
 		return strcmp(v, "read") && strcmp(v, "write") && strcmp(v, "randread") &&
@@ -126,6 +140,8 @@ static int set_opt(struct args *a, int c, const char *v)
 	case O_BS: n = num(v, 16u << 20); a->bs = (unsigned int)n; n = n ? n : -1; break;
 	case O_QD: n = num(v, 4096); a->qd = (unsigned int)n; n = n ? n : -1; break;
 	case O_SECONDS: n = num(v, 3600); a->seconds = (unsigned int)n; break;
+	case O_OFFSET: n = num(v, 1ull << 60); a->offset = (uint64_t)n; break;
+	case O_LENGTH: n = num(v, 1ull << 60); a->length = (uint64_t)n; break;
 	default: return -1;
 	}
 	return n < 0 ? -1 : 0;
@@ -155,7 +171,8 @@ static int parse(int argc, char **argv, struct args *a)
 	a->vdev = argv[optind + 1];
 	a->cmd = argv[optind + 2];
 	return strcmp(a->cmd, "info") && strcmp(a->cmd, "verify") &&
-	       strcmp(a->cmd, "bench") ? -1 : 0;
+	       strcmp(a->cmd, "bench") && strcmp(a->cmd, "flush") &&
+	       strcmp(a->cmd, "discard") ? -1 : 0;
 }
 
 static void print_info(const struct xbdfront_info *i)
@@ -213,6 +230,30 @@ static int verify(struct xbdfront_dev *dev, const struct xbdfront_info *info,
 		printf("verified %" PRIu64 " bytes\n", done);
 	free(w);
 	free(r);
+	return rc;
+}
+
+/* flush or discard: one request, waited for; the library checks the
+ * range and whether the backend offers the feature. */
+static int flush_or_discard(struct xbdfront_dev *dev, const struct xbdfront_info *info,
+			    const struct args *a)
+{
+	uint64_t disk = info->sectors * 512, len = a->length;
+	int rc;
+
+	if (!strcmp(a->cmd, "flush")) {
+		rc = xbdfront_flush(dev);
+		if (!rc)
+			printf("flushed\n");
+	} else {
+		if (!len && a->offset < disk)
+			len = disk - a->offset;
+		rc = xbdfront_discard(dev, a->offset, len, a->secure);
+		if (!rc)
+			printf("discarded %" PRIu64 " bytes at %" PRIu64 "\n", len, a->offset);
+	}
+	if (rc)
+		fprintf(stderr, "xbdfront-io: %s: %s\n", a->cmd, strerror(-rc));
 	return rc;
 }
 
@@ -346,8 +387,10 @@ int main(int argc, char **argv)
 		print_info(&info);
 	else if (!strcmp(a.cmd, "verify"))
 		rc = verify(dev, &info, &a);
-	else
+	else if (!strcmp(a.cmd, "bench"))
 		rc = bench(dev, &info, &a);
+	else
+		rc = flush_or_discard(dev, &info, &a);
 	if (rc && xbdfront_get_info(dev, &info) == 0 && info.error)
 		fprintf(stderr, "xbdfront-io: device shut down: %s\n", info.reason);
 	xbdfront_close(dev);
