@@ -386,6 +386,13 @@ static int on_peer_state(struct backend_dev *d, enum xenbus_state fe)
 {
 	switch (fe) {
 	case XenbusStateInitialising:
+		/* Closing when the frontend already starts over: its Closed
+		 * came and went between two reads of its state (watch events
+		 * carry no value), so close now as if we had seen it. */
+		if (d->state == XenbusStateClosing && online(d)) {
+			disconnect(d);
+			set_state(d, XenbusStateClosed);
+		}
 		/* Closed while the frontend starts over: it reconnects. */
 		if (d->state == XenbusStateClosed) {
 			xbd_xenbus_clear_error(d->ctx->xs, d->be_path);
