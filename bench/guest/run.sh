@@ -6,7 +6,7 @@
 #   fuse    fio libaio through xbd-blkfront's FUSE file
 #   dd      dd bs=4k writes through the FUSE file (and on the host)
 # Random reads 4k at QD64, one job.  Prints IOPS, MB/s and the ratio to
-# the host.  Environment: XBD_BUILD (required), XBD_BENCH_SECONDS (5),
+# the host, then the engine's scaling from one queue to two (2 jobs).  Environment: XBD_BUILD (required), XBD_BENCH_SECONDS (5),
 # XBD_BENCH_MB (256).  Needs root (loop device, FUSE).
 set -u
 B="${XBD_BUILD:?}/bin"
@@ -76,6 +76,28 @@ loop=$(losetup -f --show "$D/loop.img") || die "losetup"
 RR="--rw=randread --bs=4k --iodepth=64 --numjobs=1 --time_based --runtime=$SECS --name=b"
 DDCOUNT=$((MB * 256 / 4))     # a quarter of the disk in 4k writes
 
+# Queue scaling through the engine: two fio threads sharing one queue,
+# then one queue each, for 4k random reads and writes QD64 and 1M
+# sequential reads and writes QD16 (the data-path issue's "1 and 2 queues"; the ratio is issue 8's
+# "2 jobs on 2 queues vs 2 jobs on 1 queue").
+scaling() {
+	for w in "randread 4k 64" "randwrite 4k 64" "read 1M 16" "write 1M 16"; do
+		set -- $w
+		rw=$1 bs=$2 qd=$3
+		for q in 1 2; do
+			set -- $(fio_iops --rw="$rw" --bs="$bs" --iodepth="$qd" --numjobs=2 --thread \
+				--group_reporting --time_based --runtime="$SECS" --name=s \
+				--ioengine=external:"$ENGINE" --xbd_domain=bench --xbd_vdev=xvdb \
+				--xbd_max_queues="$q" --xbd_max_ring_page_order=3) ||
+				die "engine fio, 2 jobs on $q queue(s)"
+			eval "v$q=\$1 m$q=\$2"
+			printf "  %-40s %9d IOPS %9.1f MB/s\n" "engine $rw $bs, 2 jobs, $q queue(s)" "$1" "$2"
+		done
+		awk -v a="$v1" -v b="$v2" -v l="$rw $bs" \
+			'BEGIN { printf "  %-40s %5.2f x\n", "2 queues / 1 queue, " l, a ? b / a : 0 }'
+	done
+}
+
 bench_one() {   # bench_one LABEL TARGET DIRECT
 	label=$1 target=$2 direct=$3
 	echo "$label ($target, ${MB} MiB, randread 4k QD64, ${SECS} s each):"
@@ -87,6 +109,7 @@ bench_one() {   # bench_one LABEL TARGET DIRECT
 	set -- $(fio_iops $RR --ioengine=external:"$ENGINE" --xbd_domain=bench --xbd_vdev=xvdb \
 		--xbd_max_queues=1 --xbd_max_ring_page_order=3) || die "engine fio"
 	row "guest fio external engine" "$1" "$2" "$host_iops"
+	scaling
 	"$B/xbd-blkfront" --domain bench --max_queues=4 --max_ring_page_order=3 \
 		>>"$D/blkfront.log" 2>&1 &
 	bf=$!
