@@ -6,9 +6,11 @@
  *
  *   persistent  the frontend negotiated feature-persistent: every grant
  *               goes through the queue's gntpool (mapped once, writable,
- *               reused; one-off mappings when the pool is full);
+ *               reused); a request whose new grants do not fit
+ *               under max_persistent_grants is copied instead (below);
  *   copy        otherwise, a request of at most grant_copy_max_bytes
- *               (and at most 11 segments) is grant-copied into pool pages
+ *               (and at most 11 segments), or in persistent mode a
+ *               request the pool cannot hold, is grant-copied into pool pages
  *               before a write / out of them after a read: no mapping;
  *   map         otherwise, every segment is mapped in one batch (read-only
  *               for writes) and unmapped when the I/O is over.
@@ -37,6 +39,7 @@ struct gnt_xport {
 	struct gntpool pool;        /* persistent grants */
 	void **free_pages;          /* buffer pool: free bounce pages */
 	unsigned int nr_free, cap_free;
+	unsigned int free_low;      /* fewest free pages since the last tick */
 	unsigned int pages_out;     /* buffer pages held by requests */
 	uint64_t squeeze_until_ns;  /* keep no free page before this */
 	uint64_t seen_squeeze_ns;   /* gnt_squeeze_until() at the last tick */

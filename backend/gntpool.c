@@ -97,6 +97,17 @@ int gntpool_get(struct gntpool *gp, xbd_grant_ref_t gref, unsigned int max,
 	return 0;
 }
 
+bool gntpool_cached(const struct gntpool *gp, xbd_grant_ref_t gref)
+{
+	return lookup(gp, gref) != NULL;
+}
+
+void gntpool_note_overflow(struct gntpool *gp)
+{
+	gp->overflow = true;
+	gp->stats.transient++;
+}
+
 void gntpool_put(struct gntpool *gp, struct pgnt *e, void *addr, uint64_t now_ns)
 {
 	if (!e) {

@@ -68,6 +68,13 @@ void gntpool_init(struct gntpool *gp, struct xbd_gnttab *gt, xbd_domid_t domid);
 int gntpool_get(struct gntpool *gp, xbd_grant_ref_t gref, unsigned int max,
 		struct pgnt **e, void **addr);
 
+/* Whether gref is in the pool (a gntpool_get() of it maps nothing). */
+bool gntpool_cached(const struct gntpool *gp, xbd_grant_ref_t gref);
+
+/* A request found the pool too full for its grants and took another path
+ * than one-off mappings: the next purge makes room, as after one. */
+void gntpool_note_overflow(struct gntpool *gp);
+
 /* The request using (e, addr) is over; now_ns stamps its last use. */
 void gntpool_put(struct gntpool *gp, struct pgnt *e, void *addr, uint64_t now_ns);
 

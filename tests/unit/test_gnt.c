@@ -165,6 +165,24 @@ static void test_persistent(void **state)
 	assert_int_equal(fx->x.pool.count, 0);
 }
 
+/* Persistent mode, pool full: a request with grants the pool cannot take
+ * is copied, not mapped one-off page by page. */
+static void test_persistent_overflow_copies(void **state)
+{
+	struct fx *fx = *state;
+
+	assert_int_equal(start(fx, true), 0);
+	assert_int_equal(tun_set(TUN_MAX_PERSISTENT_GRANTS, "3", true), 0);
+	write_read(fx, 0, 20, 3, 0, 10);        /* write fills the pool; read copies */
+	assert_int_equal(fx->x.pool.count, 3);
+	assert_true(fx->x.stats.persistent == 1 && fx->x.stats.copied == 1);
+	assert_true(fx->x.stats.mapped == 0 && fx->x.pool.overflow);
+	write_read(fx, 0, 0, 3, 64, 20);        /* cached grants stay persistent */
+	assert_true(fx->x.stats.persistent == 3 && fx->x.stats.copied == 1);
+	assert_int_equal(fx->x.pool.in_use, 0);
+	assert_int_equal(fx->x.pages_out, 0);
+}
+
 static void test_copy_small_map_large(void **state)
 {
 	struct fx *fx = *state;
@@ -178,7 +196,11 @@ static void test_copy_small_map_large(void **state)
 	assert_int_equal(fx->x.pool.count, 0);          /* nothing persistent */
 	/* pages used for copies stay in the buffer pool, up to the tunable */
 	assert_true(fx->x.nr_free == 2);
+	/* the trim spares pages used since the last tick (a busy queue would
+	 * need them again at once), then frees those idle for a whole tick */
 	assert_int_equal(tun_set(TUN_MAX_BUFFER_PAGES, "0", true), 0);
+	gnt_xport_ops.tick(&fx->x, UINT64_MAX / 2);
+	assert_int_equal(fx->x.nr_free, 2);
 	gnt_xport_ops.tick(&fx->x, UINT64_MAX / 2);
 	assert_int_equal(fx->x.nr_free, 0);
 	/* 0 bytes copied at most: everything is mapped */
@@ -249,6 +271,7 @@ int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test_setup_teardown(test_persistent, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_persistent_overflow_copies, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_copy_small_map_large, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_unusable_grants, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_indirect_over_grants, setup, teardown),
