@@ -318,9 +318,19 @@ static void requeue_front(struct fe_io *io, void *arg)
 		q->wait_tail = io;
 }
 
-/* Put as much waiting I/O on the ring as fits; notify if the backend
- * asked.  Called with the lock held. */
-static void kick(struct fe_queue *q, struct done_list *d)
+/* Publish what kick() put on the ring; notify if the backend asked.
+ * Lock held. */
+static void push(struct fe_queue *q)
+{
+	if (q->connected && !q->dead && fe_ring_push(&q->ring)) {
+		q->stats.notifies++;
+		(void)xbd_evtchn_notify(q->evt, (xbd_evtchn_port_t)q->port);
+	}
+}
+
+/* Put as much waiting I/O on the ring as fits, unpublished.  Called with
+ * the lock held. */
+static void fill(struct fe_queue *q, struct done_list *d)
 {
 	struct fe_io *io;
 	int rc;
@@ -341,10 +351,13 @@ static void kick(struct fe_queue *q, struct done_list *d)
 		if (io->pending == 0)
 			finish(q, a, io->status, d);
 	}
-	if (fe_ring_push(&q->ring)) {
-		q->stats.notifies++;
-		(void)xbd_evtchn_notify(q->evt, (xbd_evtchn_port_t)q->port);
-	}
+}
+
+/* fill() and push(): the immediate path.  Lock held. */
+static void kick(struct fe_queue *q, struct done_list *d)
+{
+	fill(q, d);
+	push(q);
 }
 
 /* Every in-flight and waiting I/O ends with err.  Lock held. */
@@ -516,9 +529,10 @@ static int args_ok(struct fe_queue *q, enum fe_op op, uint64_t len,
 	return 0;
 }
 
-int fe_queue_submit(struct fe_queue *q, enum fe_op op, uint64_t offset, uint64_t len,
-		    const struct iovec *iov, int iovcnt, const struct fe_frag *direct,
-		    unsigned int ndirect, fe_app_cb cb, void *arg, uint64_t user_data)
+/* fe_queue_submit and fe_queue_submit_deferred (now: push at once). */
+static int submit(struct fe_queue *q, enum fe_op op, uint64_t offset, uint64_t len,
+		  const struct iovec *iov, int iovcnt, const struct fe_frag *direct,
+		  unsigned int ndirect, fe_app_cb cb, void *arg, uint64_t user_data, bool now)
 {
 	struct done_list d = { 0 };
 	struct fe_app_io *a;
@@ -543,13 +557,39 @@ int fe_queue_submit(struct fe_queue *q, enum fe_op op, uint64_t offset, uint64_t
 	if (rc == 0) {
 		q->stats.submitted++;
 		wait_append(q, &a->io);
-		kick(q, &d);
+		fill(q, &d);
+		if (now)
+			push(q);
 	}
 	pthread_mutex_unlock(&q->lock);
 	if (rc)
 		free(a);
 	deliver(&d);
 	return rc;
+}
+
+int fe_queue_submit(struct fe_queue *q, enum fe_op op, uint64_t offset, uint64_t len,
+		    const struct iovec *iov, int iovcnt, const struct fe_frag *direct,
+		    unsigned int ndirect, fe_app_cb cb, void *arg, uint64_t user_data)
+{
+	return submit(q, op, offset, len, iov, iovcnt, direct, ndirect, cb, arg, user_data,
+		      true);
+}
+
+int fe_queue_submit_deferred(struct fe_queue *q, enum fe_op op, uint64_t offset,
+			     uint64_t len, const struct iovec *iov, int iovcnt,
+			     const struct fe_frag *direct, unsigned int ndirect,
+			     uint64_t user_data)
+{
+	return submit(q, op, offset, len, iov, iovcnt, direct, ndirect, NULL, NULL, user_data,
+		      false);
+}
+
+void fe_queue_commit(struct fe_queue *q)
+{
+	pthread_mutex_lock(&q->lock);
+	push(q);
+	pthread_mutex_unlock(&q->lock);
 }
 
 /* Consume every response; false when the ring broke. Lock held.
@@ -575,13 +615,28 @@ static bool reap_ring(struct fe_queue *q, struct done_list *d, unsigned int *n)
 
 int fe_queue_process(struct fe_queue *q)
 {
+	return fe_queue_process_polled(q, true);
+}
+
+bool fe_queue_rsp_waiting(struct fe_queue *q)
+{
+	bool r;
+
+	pthread_mutex_lock(&q->lock);   /* a reset may replace the ring */
+	r = q->connected && !q->dead && fe_ring_rsp_waiting(&q->ring);
+	pthread_mutex_unlock(&q->lock);
+	return r;
+}
+
+int fe_queue_process_polled(struct fe_queue *q, bool signalled)
+{
 	struct done_list d = { 0 };
 	unsigned int events = 0, rsps = 0;
 	bool broke = false;
 	char why[sizeof(q->error)];
 	int rc;
 
-	while (xbd_evtchn_pending(q->evt) >= 0)
+	while (signalled && xbd_evtchn_pending(q->evt) >= 0)
 		events++;
 	pthread_mutex_lock(&q->lock);
 	q->stats.events += events;

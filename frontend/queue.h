@@ -142,11 +142,37 @@ int fe_queue_submit(struct fe_queue *q, enum fe_op op, uint64_t offset, uint64_t
 		    unsigned int ndirect, fe_app_cb cb, void *arg, uint64_t user_data);
 
 /*
+ * Batched submission (fio's queue/commit): as fe_queue_submit, but the
+ * requests go on the ring unpublished; fe_queue_commit() publishes every
+ * one of them with one index store and at most one notification.  A
+ * fe_queue_process() meanwhile publishes them too (harmless).
+ */
+int fe_queue_submit_deferred(struct fe_queue *q, enum fe_op op, uint64_t offset,
+			     uint64_t len, const struct iovec *iov, int iovcnt,
+			     const struct fe_frag *direct, unsigned int ndirect,
+			     uint64_t user_data);
+void fe_queue_commit(struct fe_queue *q);
+
+/*
  * Handle events: consume responses, issue waiting I/O, deliver completions
  * (callbacks run here, without the lock).  Returns the number of I/Os
  * completed, or the queue's -errno once it is dead (after failing them).
  */
 int fe_queue_process(struct fe_queue *q);
+
+/*
+ * The same, for a caller that polls the fd itself: signalled says whether
+ * it reported POLLIN.  Without it the event channel is left alone (no
+ * syscall): only the ring is looked at.  With it, the kicks are drained
+ * and the port unmasked once the ring is empty (late EOI), as in
+ * fe_queue_process.  A caller must pass signalled after every POLLIN, or
+ * the port stays masked and it is never woken again.
+ */
+int fe_queue_process_polled(struct fe_queue *q, bool signalled);
+
+/* Whether a response is waiting on the ring: one load of the shared
+ * index, no lock, no syscall (for a short poll before sleeping). */
+bool fe_queue_rsp_waiting(struct fe_queue *q);
 
 /* Take up to n entries from the completion queue; returns how many. */
 unsigned int fe_queue_reap(struct fe_queue *q, struct fe_cqe *cqe, unsigned int n);

@@ -392,3 +392,8 @@ bool fe_ring_final_check(struct fe_ring *r)
 	fe_mb();        /* rsp_event before the second look at rsp_prod */
 	return shared_load(&hdr(r)->rsp_prod) != r->rsp_cons;
 }
+
+bool fe_ring_rsp_waiting(const struct fe_ring *r)
+{
+	return r->sring && !r->broken && shared_load(&hdr(r)->rsp_prod) != r->rsp_cons;
+}

@@ -131,6 +131,10 @@ int fe_ring_fetch_rsp(struct fe_ring *r, struct fe_rsp *out);
  */
 bool fe_ring_final_check(struct fe_ring *r);
 
+/* Whether the backend published responses we have not consumed: one load
+ * of rsp_prod, nothing validated (fe_ring_fetch_rsp does that). */
+bool fe_ring_rsp_waiting(const struct fe_ring *r);
+
 static inline bool fe_ring_is_broken(const struct fe_ring *r)
 {
 	return r->broken;

@@ -3,10 +3,13 @@
  * xbd-fio.so: a fio external ioengine in which the fio process itself is
  * the guest.  `ioengine=external:PATH/xbd-fio.so xbd_domain=NAME
  * xbd_vdev=xvdb size=...` opens the disk with libxbdfront (claiming the
- * domain) and drives it asynchronously: queue() submits to the device's
- * queue without waiting, getevents() polls that queue's event channel and
- * reaps completions, event() hands them back.  Nothing is synchronous
- * behind fio's back; the in-flight depth is fio's iodepth.
+ * domain) and drives it asynchronously through the queue layer
+ * (frontend/queue.h): queue() puts the request on the ring unpublished,
+ * commit() publishes fio's batch with one index store and at most one
+ * notification, getevents() reaps what is on the ring and sleeps in poll()
+ * on the queue's event channel only when nothing is, event() hands the
+ * completions back.  Nothing is synchronous behind fio's back; the
+ * in-flight depth is fio's iodepth.
  *
  * Jobs and queues: one device per process, shared by every job thread
  * (--thread) and opened by the first job's init; job k drives queue
@@ -30,6 +33,7 @@
 #include <unistd.h>
 
 #include "frontend/blkfront/domain.h"
+#include "frontend/device.h"
 #include "frontend/fio/fio_abi.h"
 #include "frontend/xbdfront.h"
 #include "lib/log.h"
@@ -63,6 +67,7 @@ struct job {
 	unsigned int q;
 	int fd;                         /* the queue's event fd */
 	unsigned int inflight;          /* queued, not yet handed to fio */
+	bool uncommitted;               /* queued since the last commit() */
 	struct io_u **events;           /* for event(): this getevents' batch */
 	unsigned int nevents, cap;
 	/* done_lock: done[], the job's completions reaped by any job sharing
@@ -313,43 +318,58 @@ static bool io_u_sane(const struct io_u *u)
 	       (u->ddir > DDIR_WRITE || (u->xfer_buf == u->buf && u->xfer_buflen == u->buflen));
 }
 
+static const enum fe_op ddir_op[] = {
+	[DDIR_READ] = FE_OP_READ,
+	[DDIR_WRITE] = FE_OP_WRITE,
+	[DDIR_TRIM] = FE_OP_DISCARD,
+	[DDIR_SYNC] = FE_OP_FLUSH,
+	[DDIR_DATASYNC] = FE_OP_FLUSH,
+};
+
+/*
+ * The request goes on the ring unpublished; commit() publishes the batch
+ * fio queued with one index store and at most one notification, so the
+ * backend wakes once per batch, not once per request.
+ */
 static enum fio_q_status xbd_queue(struct thread_data *td, struct io_u *u)
 {
 	struct job *j = job_of(td);
 	struct iovec iov = { u->xfer_buf, u->xfer_buflen };
-	enum xbdfront_op op;
+	struct fe_frag *direct = NULL;
+	unsigned int ndirect = 0;
+	bool rw = u->ddir == DDIR_READ || u->ddir == DDIR_WRITE;
+	bool flush = u->ddir == DDIR_SYNC || u->ddir == DDIR_DATASYNC;
 	int rc;
 
-	if (!j || !io_u_sane(u)) {
-		u->error = EINVAL;
-		return FIO_Q_COMPLETED;
-	}
-	switch (u->ddir) {
-	case DDIR_READ: op = XBDFRONT_READ; break;
-	case DDIR_WRITE: op = XBDFRONT_WRITE; break;
-	case DDIR_TRIM: op = XBDFRONT_DISCARD; break;
-	case DDIR_SYNC: case DDIR_DATASYNC: op = XBDFRONT_FLUSH; break;
-	default:
+	if (!j || !io_u_sane(u) || u->ddir > DDIR_DATASYNC) {
 		u->error = EINVAL;
 		return FIO_Q_COMPLETED;
 	}
 	u->engine_data = j;             /* route() gives the completion back to us */
-	rc = xbdfront_submit_cq(j->sd->dev, j->q, op, op == XBDFRONT_FLUSH ? 0 : u->offset,
-				op == XBDFRONT_FLUSH ? 0 : u->xfer_buflen,
-				op <= XBDFRONT_WRITE ? &iov : NULL, op <= XBDFRONT_WRITE,
-				(uint64_t)(uintptr_t)u);
+	if (rw)
+		direct = fe_dev_direct_frags(j->sd->dev, &iov, 1, &ndirect);
+	rc = fe_queue_submit_deferred(fe_dev_queue(j->sd->dev, j->q), ddir_op[u->ddir],
+				      flush ? 0 : u->offset, flush ? 0 : u->xfer_buflen,
+				      rw ? &iov : NULL, rw, direct, ndirect,
+				      (uint64_t)(uintptr_t)u);
+	free(direct);
 	if (rc) {
 		u->error = (unsigned int)-rc;
 		return FIO_Q_COMPLETED;
 	}
 	j->inflight++;
+	j->uncommitted = true;
 	return FIO_Q_QUEUED;
 }
 
-/* Requests go to the ring as they are queued; nothing is held back. */
 static int xbd_commit(struct thread_data *td)
 {
-	(void)td;
+	struct job *j = job_of(td);
+
+	if (j && j->uncommitted) {
+		fe_queue_commit(fe_dev_queue(j->sd->dev, j->q));
+		j->uncommitted = false;
+	}
 	return 0;
 }
 
@@ -414,11 +434,14 @@ static int xbd_getevents(struct thread_data *td, unsigned int min, unsigned int 
 	struct job *j = job_of(td);
 	struct timespec deadline;
 	struct pollfd pfd[2];
+	struct fe_queue *q;
+	bool signalled = false;
 	uint64_t drain;
 	long left = -1;
 
 	if (!j)
 		return -EINVAL;
+	q = fe_dev_queue(j->sd->dev, j->q);
 	if (max > j->cap) {
 		struct io_u **e = realloc(j->events, max * sizeof(*e));
 
@@ -440,8 +463,11 @@ static int xbd_getevents(struct thread_data *td, unsigned int min, unsigned int 
 	pfd[0] = (struct pollfd){ .fd = j->fd, .events = POLLIN };
 	pfd[1] = (struct pollfd){ .fd = j->wake_fd, .events = POLLIN };
 	for (;;) {
-		int rc = xbdfront_process(j->sd->dev, j->q);
+		/* the event channel is only touched after poll() said it fired:
+		 * responses already on the ring cost no syscall */
+		int rc = fe_queue_process_polled(q, signalled);
 
+		signalled = false;
 		reap(j, max);
 		if (rc < 0 && !j->nevents && !min)
 			return rc;
@@ -450,6 +476,7 @@ static int xbd_getevents(struct thread_data *td, unsigned int min, unsigned int 
 		if (t && (left = ms_left(&deadline)) <= 0)
 			break;
 		(void)poll(pfd, 2, t ? (int)left : 100);
+		signalled = pfd[0].revents & POLLIN;
 		if (pfd[1].revents && read(j->wake_fd, &drain, sizeof(drain)) < 0)
 			return -errno;
 	}
