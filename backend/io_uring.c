@@ -140,8 +140,10 @@ static void push(struct be_io *io)
 	if (!io->rsps_to_push)
 		return;
 	io->rsps_to_push = false;
-	if (ring_push_rsps(io->cfg.ring))
+	if (ring_push_rsps(io->cfg.ring)) {
+		be_stat_add(&io->cfg.stats->evt_out, 1);
 		io->cfg.evt->notify(io->cfg.evt_ctx);
+	}
 }
 
 /* ---- Submitting ---------------------------------------------------------- */
@@ -426,6 +428,7 @@ int be_io_run_once(struct be_io *io, int timeout_ms)
 	reap(io);
 	if (io->kicked) {
 		io->kicked = false;
+		be_stat_add(&io->cfg.stats->evt_in, 1);
 		io->cfg.evt->ack(io->cfg.evt_ctx);
 		rc = arm_poll(io, io->cfg.evt_fd, UD_EVT);
 	}

@@ -16,6 +16,7 @@
  * that passed the range and read-only checks; rd_sect/wr_sect add the
  * 512-byte sectors of I/O as it is submitted (flush/barrier data counts as
  * written); oo_req counts requests that found no free pending slot.
+ * evt_in/evt_out (ours) count event-channel kicks taken and sent.
  */
 #ifndef XBD_BACKEND_STATS_H
 #define XBD_BACKEND_STATS_H
@@ -28,6 +29,10 @@
 struct be_stats {
 	uint64_t oo_req, rd_req, wr_req, f_req, ds_req, rd_sect, wr_sect;
 	uint64_t inflight;      /* requests taken off the ring, not yet answered */
+	/* event channel: kicks from the frontend that woke the queue thread,
+	 * and notifications it sent (responses the frontend asked to hear
+	 * of); over rd_req + wr_req they are notifications per request */
+	uint64_t evt_in, evt_out;
 	uint64_t lat[BE_LAT_BUCKETS];   /* completion latency histogram */
 };
 
