@@ -6,9 +6,14 @@
   qsd-nbd     qemu-storage-daemon exporting the store over NBD on a Unix
               socket (cache.direct=on, aio=io_uring), fio's nbd engine
   nbdkit      nbdkit's file plugin on a Unix socket, fio's nbd engine
+  xbd-fio     fio in a local guest domain through the external engine
+              (xbd-fio.so), xbd-blkback and xbd-xenstored on the local
+              platform; 2 jobs are 2 fio threads on one queue
+  xbd-fio-2q  the 2-job workloads with one queue per job
+  xbd-fuse    fio libaio (and the seed's dd) on xbd-blkfront's FUSE file
   xbd-queue   xbd-be-queue-bench: one backend queue thread (io_uring,
               grant copy) serving an in-process guest on the local
-              platform; random 4k at one job only (no frontend yet)
+              platform; random 4k at one job only
 
 A contender whose program is missing raises ContenderMissing: the run
 fails loudly, nothing is silently left out.  Servers are started by
@@ -17,11 +22,14 @@ CPU: the client's user+system seconds come from getrusage(RUSAGE_CHILDREN)
 around the run (servers are never reaped during a run, so the delta is the
 client's); a server's from /proc/PID/stat before and after.
 """
+import glob
 import os
 import resource
 import shutil
 import socket
 import subprocess
+import tempfile
+import threading
 import time
 
 import parse
@@ -150,6 +158,16 @@ class Contender:
         fig["client_cpu_s"] = cpu
         return fig
 
+    def _dd(self, w, path, method):
+        """The seed's dd: GNU dd reading dd_count blocks of path, direct."""
+        cmd = ["dd", f"if={path}", "of=/dev/null", f"bs={w['bs']}",
+               f"count={self.dd_count}", "iflag=direct"]
+        text, cpu = run_client(cmd, 600, self.log)
+        fig = parse.dd(text, w["bs"])
+        fig["client_cpu_s"] = cpu
+        fig["method"] = method
+        return fig
+
     dd_count = DD_COUNT
 
 
@@ -162,13 +180,7 @@ class Host(Contender):
 
     def _run(self, w, runtime):
         if w["dd"]:
-            cmd = ["dd", f"if={self.store.path}", "of=/dev/null", f"bs={w['bs']}",
-                   f"count={self.dd_count}", "iflag=direct"]
-            text, cpu = run_client(cmd, 600, self.log)
-            fig = parse.dd(text, w["bs"])
-            fig["client_cpu_s"] = cpu
-            fig["method"] = "dd iflag=direct"
-            return fig
+            return self._dd(w, self.store.path, "dd iflag=direct")
         return self._fio(w, runtime, ["--ioengine=io_uring", "--direct=1",
                                       "--filename=" + self.store.path])
 
@@ -257,77 +269,244 @@ class XbdQueueVariant(XbdQueue):
         super().__init__(build, work)
 
 
-class XbdFio(Contender):
-    """fio in a guest domain through the external engine (xbd-fio.so):
-    xbd-xenstored, xbd-blkback and a domain on the local platform, the
-    store attached as xvdb.  One job (each job would be a frontend)."""
-    name, method = "xbd-fio", "fio external engine xbd-fio.so"
-    queues = 1
+class XbdMachine:
+    """A local xbd machine in work/xbd-run: xbd-xenstored, xbd-blkback
+    (backend_extra: tunables), domain "bench" with the store as xvdb.
+    stats() reads the vbd's backend statistics (the sysfs-style tree);
+    they exist while a frontend is connected."""
 
-    def engine(self):
-        return os.path.join(self.build, "lib", "xbd-fio.so")
+    def __init__(self, build, work, log, backend_extra=()):
+        self.build, self.log, self.extra = build, log, tuple(backend_extra)
+        self.work, self.xenstored = work, None
+        self.blkback = self.run_dir = self.env = None
+
+    def bin(self, prog):
+        return os.path.join(self.build, "bin", prog)
 
     def check(self):
-        need("fio", "fio")
         for p in ("xbd-xenstored", "xbd-blkback", "xbd"):
-            need(os.path.join(self.build, "bin", p), "this tree (make)")
-        need(self.engine(), "this tree (make)")
-
-    def supports(self, w):
-        return w["jobs"] == 1
+            need(self.bin(p), "this tree (make)")
 
     def start(self, store):
-        self.store, self.run_dir = store, os.path.join(self.work, "xbd-run")
-        os.makedirs(self.run_dir, exist_ok=True)
+        # a fresh machine each time: domain "bench" is dom1, nothing stale
+        self.run_dir = tempfile.mkdtemp(prefix="xbd-run.", dir=self.work)
         self.env = dict(os.environ, XBD_RUNDIR=self.run_dir,
                         XENSTORED_PATH=os.path.join(self.run_dir, "xenstored.sock"))
-        b = os.path.join(self.build, "bin")
-        self.server = Server([os.path.join(b, "xbd-xenstored"), "--foreground"],
-                             self.env["XENSTORED_PATH"], self.log, env=self.env)
-        self.server.start()
-        self.blkback = Server([os.path.join(b, "xbd-blkback"), "-N", "-p", "local",
-                               "-R", self.run_dir, "--max_queues=4",
-                               "--max_ring_page_order=3"], None, self.log, env=self.env)
+        self.xenstored = Server([self.bin("xbd-xenstored"), "--foreground"],
+                                self.env["XENSTORED_PATH"], self.log, env=self.env)
+        self.xenstored.start()
+        self.blkback = Server([self.bin("xbd-blkback"), "-N", "-p", "local", "-R",
+                               self.run_dir, "--max_queues=4", "--max_ring_page_order=4"]
+                              + list(self.extra), None, self.log, env=self.env)
         self.blkback.proc = subprocess.Popen(self.blkback.cmd, stdout=subprocess.DEVNULL,
                                              stderr=open(self.log, "a"), env=self.env)
-        xbd = [os.path.join(b, "xbd"), "--platform", "local"]
+        xbd = [self.bin("xbd"), "--platform", "local"]
         run_client(xbd + ["domain-create", "bench", "--memory", "1G"], 60, self.log, self.env)
         run_client(xbd + ["block-attach", "bench",
                           f"format=raw, vdev=xvdb, target={store.path}"], 60, self.log,
                    self.env)
 
     def stop(self):
-        if getattr(self, "blkback", None):
-            self.blkback.stop()
-            self.blkback = None
+        for s in (self.blkback, self.xenstored):
+            if s:
+                s.stop()
+        self.blkback = self.xenstored = None
+
+    def stats(self):
+        """{counter: value} of the vbd, or {} when no frontend is connected."""
+        d = glob.glob(os.path.join(self.run_dir or "/nonexistent", "sys", "bus",
+                                   "xen-backend", "devices",
+                                   "vbd-*", "statistics"))
+        out = {}
+        for name in STAT_NAMES:
+            try:
+                with open(os.path.join(d[0], name)) as f:
+                    out[name] = int(f.read())
+            except (IndexError, OSError, ValueError):
+                return {}
+        return out
+
+
+STAT_NAMES = ("rd_req", "wr_req", "evt_in", "evt_out")
+
+
+def evt_per_req(a, b):
+    """Event-channel notifications (both ways) per request between two
+    samples of the backend's statistics; None when one is missing."""
+    if not a or not b:
+        return None
+    reqs = (b["rd_req"] - a["rd_req"]) + (b["wr_req"] - a["wr_req"])
+    evts = (b["evt_in"] - a["evt_in"]) + (b["evt_out"] - a["evt_out"])
+    return {"evt_per_req": evts / reqs if reqs > 0 else None, "evt_requests": reqs,
+            "evt_in": b["evt_in"] - a["evt_in"], "evt_out": b["evt_out"] - a["evt_out"]}
+
+
+class XbdContender(Contender):
+    """An xbd frontend on an XbdMachine: the run's server CPU is the
+    backend's; the notifications per request are sampled from the
+    backend's statistics in steady state (from 20% to 70% of a
+    time-based run, counted from the frontend's connection)."""
+    backend_extra = ()
+
+    def check(self):
+        need("fio", "fio")
+        XbdMachine(self.build, self.work, self.log).check()
+
+    def start(self, store):
+        self.store = store
+        self.machine = XbdMachine(self.build, self.work, self.log, self.backend_extra)
+        self.machine.start(store)
+
+    def stop(self):
+        if getattr(self, "machine", None):
+            self.machine.stop()
+            self.machine = None
         super().stop()
 
     def run(self, w, runtime):
-        s0 = self.blkback.cpu()
-        fig = self._run(w, runtime)
-        fig["server_cpu_s"] = self.blkback.cpu() - s0
+        samples, done = [], threading.Event()
+        sampler = threading.Thread(target=self._sample, args=(runtime, samples, done))
+        s0 = self.machine.blkback.cpu()
+        if not w["dd"]:
+            sampler.start()
+        try:
+            fig = self._run(w, runtime)
+        finally:
+            done.set()
+            if sampler.is_alive() or sampler.ident:
+                sampler.join()
+        fig["server_cpu_s"] = self.machine.blkback.cpu() - s0
+        if len(samples) == 2:
+            fig.update(evt_per_req(*samples) or {})
+        return fig
+
+    @staticmethod
+    def _busy(st):
+        return bool(st) and st["rd_req"] + st["wr_req"] > 0
+
+    def _sample(self, runtime, samples, done):
+        """Two samples of the backend's statistics in steady state: the
+        frontend connects some time after fio starts, so the clock starts
+        when requests show; then at 20% and 70% of the runtime."""
+        while not self._busy(self.machine.stats()):
+            if done.wait(0.05):
+                return
+        for delay in (0.2 * runtime, 0.5 * runtime):
+            if done.wait(delay):
+                return
+            samples.append(self.machine.stats())
+
+
+class XbdFio(XbdContender):
+    """fio in a guest domain through the external engine (xbd-fio.so).
+    Two jobs are two fio threads (--thread: one process is the domain)
+    sharing the device, on `queues` queues (job k on queue k % queues)."""
+    name, method = "xbd-fio", "fio external engine xbd-fio.so"
+    queues, order, engine_extra = 1, 3, ()
+
+    def engine(self):
+        return os.path.join(self.build, "lib", "xbd-fio.so")
+
+    def check(self):
+        super().check()
+        need(self.engine(), "this tree (make)")
+
+    def _run(self, w, runtime):
+        args = ["--ioengine=external:" + self.engine(), "--xbd_domain=bench",
+                "--xbd_vdev=xvdb", f"--xbd_max_queues={self.queues}",
+                f"--xbd_max_ring_page_order={self.order}"] + list(self.engine_extra)
+        if w["jobs"] > 1:
+            args.append("--thread")
+        fig = self._fio(w, runtime, args, self.machine.env)
+        if w["dd"]:
+            fig["method"] = "fio engine, 4k QD1 sequential pass (dd equivalent)"
+        elif w["jobs"] > 1:
+            fig["method"] = f"fio engine, {w['jobs']} threads on {self.queues} queue(s)"
+        return fig
+
+
+class XbdFio2Q(XbdFio):
+    """The same two jobs, one queue each: issue 8's queue scaling."""
+    name, queues = "xbd-fio-2q", 2
+
+    def supports(self, w):
+        return w["jobs"] == 2
+
+
+class XbdFioVariant(XbdFio):
+    """xbd-fio with other frontend options or backend tunables."""
+
+    def __init__(self, build, work, label, order=3, engine_extra=(), backend_extra=()):
+        self.name, self.order = label, order
+        self.engine_extra, self.backend_extra = tuple(engine_extra), tuple(backend_extra)
+        super().__init__(build, work)
+
+
+class XbdFuse(XbdContender):
+    """xbd-blkfront's FUSE file: the host's fio (libaio, O_DIRECT) and the
+    seed's dd on $XBD_RUNDIR/dom1/dev/xvdb, one queue."""
+    name, method = "xbd-fuse", "fio libaio direct on the xbd-blkfront FUSE file"
+
+    def check(self):
+        super().check()
+        need(os.path.join(self.build, "bin", "xbd-blkfront"), "this tree (make)")
+        need("dd", "coreutils")
+
+    def start(self, store):
+        super().start(store)
+        m = self.machine
+        self.dev = os.path.join(m.run_dir, "dom1", "dev", "xvdb")   # "bench" is dom1
+        self.server = Server([m.bin("xbd-blkfront"), "--domain", "bench", "--max_queues=1",
+                              "--max_ring_page_order=3"], None, self.log, env=m.env)
+        self.server.proc = subprocess.Popen(self.server.cmd, stdout=subprocess.DEVNULL,
+                                            stderr=open(self.log, "a"), env=m.env)
+        deadline = time.monotonic() + 20
+        while not os.path.exists(self.dev):
+            if self.server.proc.poll() is not None or time.monotonic() > deadline:
+                raise RuntimeError(f"bench: xbd-blkfront did not show {self.dev}")
+            time.sleep(0.05)
+
+    def stop(self):
+        if self.server:                 # the frontend before the backend
+            self.server.stop()
+            self.server = None
+        super().stop()
+
+    def run(self, w, runtime):
+        f0 = self.server.cpu()
+        fig = super().run(w, runtime)
+        fig["server_cpu_s"] += self.server.cpu() - f0     # blkfront too
         return fig
 
     def _run(self, w, runtime):
-        fig = self._fio(w, runtime, ["--ioengine=external:" + self.engine(),
-                                     "--xbd_domain=bench", "--xbd_vdev=xvdb",
-                                     f"--xbd_max_queues={self.queues}",
-                                     "--xbd_max_ring_page_order=3"], self.env)
         if w["dd"]:
-            fig["method"] = "fio engine, 4k QD1 sequential pass (dd equivalent)"
-        return fig
+            return self._dd(w, self.dev, "dd iflag=direct on the FUSE file")
+        return self._fio(w, runtime, ["--ioengine=libaio", "--direct=1",
+                                      "--filename=" + self.dev])
 
 
 def main_set(build, work, top):
-    """The contenders; xbd-fio when this tree has the engine's source."""
+    """The contenders; the xbd frontends when this tree has their source."""
     cs = [Host(build, work), Qsd(build, work), Nbdkit(build, work)]
     if os.path.isdir(os.path.join(top, "frontend", "fio")):
-        cs.append(XbdFio(build, work))
+        cs += [XbdFio(build, work), XbdFio2Q(build, work)]
+    if os.path.isdir(os.path.join(top, "frontend", "blkfront")):
+        cs.append(XbdFuse(build, work))
     return cs + [XbdQueue(build, work)]
 
 
 def variants(build, work):
-    """xbd variations the backend benchmark can express today."""
-    return [XbdQueueVariant(build, work, "xbd-queue order0", 0, ()),
+    """xbd variations: the full path (xbd-fio) with ring order 0 and 4,
+    without persistent grants (the backend then copies requests up to
+    grant_copy_max_bytes and maps larger ones), and mapping everything;
+    then the backend alone with other ring orders and persistent grants."""
+    return [XbdFioVariant(build, work, "xbd-fio order0", order=0),
+            XbdFioVariant(build, work, "xbd-fio order4", order=4),
+            XbdFioVariant(build, work, "xbd-fio copy (no persistent)",
+                          engine_extra=("--xbd_feature_persistent=0",)),
+            XbdFioVariant(build, work, "xbd-fio map (no persistent)",
+                          engine_extra=("--xbd_feature_persistent=0",),
+                          backend_extra=("--grant_copy_max_bytes=0",)),
+            XbdQueueVariant(build, work, "xbd-queue order0", 0, ()),
             XbdQueueVariant(build, work, "xbd-queue order4", 4, ()),
             XbdQueueVariant(build, work, "xbd-queue persistent", 2, ("--persistent",))]
