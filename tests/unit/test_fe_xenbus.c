@@ -461,6 +461,50 @@ static void test_timeout(void **state)
 	fx_teardown(&f, true);
 }
 
+static pid_t claimer(struct fx *f)
+{
+	struct xbd_domain_info info;
+
+	assert_int_equal(xbd_domain_get_info(f->s.p, GUEST, &info), 0);
+	return info.claimed_by;
+}
+
+/* The domain handle: its devices share the claim, which lasts until both
+ * the handle and the last device are closed; the same disk cannot be
+ * opened twice in one domain, nor the domain claimed twice. */
+static void test_domain_handle(void **state)
+{
+	const struct offer o = { { { "multi-queue-max-queues", "2" } } };
+	struct xbdfront_domain *d = NULL, *d2 = NULL;
+	struct xbdfront_dev *again = NULL;
+	struct fx f;
+
+	(void)state;
+	fx_setup(&f, &o, true);
+	assert_int_equal(xbdfront_domain_open(XBD_DOMID_MAX + 1, &f.opts, &d), -EINVAL);
+	assert_int_equal(xbdfront_domain_open(GUEST + 5, &f.opts, &d), -ENOENT);
+	assert_null(d);
+	assert_int_equal(xbdfront_domain_open(GUEST, &f.opts, &d), 0);
+	assert_int_equal(xbdfront_domain_id(d), GUEST);
+	assert_int_equal(claimer(&f), getpid());
+	assert_int_equal(xbdfront_domain_open(GUEST, &f.opts, &d2), -EBUSY);
+	assert_int_equal(xbdfront_open(GUEST, "xvda", &f.opts, &again), -EBUSY);
+	assert_int_equal(xbdfront_open_in(d, "xvdb", &f.opts, &again), -ENOENT);
+	assert_int_equal(xbdfront_open_in(d, "xvda", &f.opts, &f.dev), 0);
+	assert_int_equal(xbdfront_open_in(d, "xvda", &f.opts, &again), -EBUSY);
+	assert_null(again);
+	assert_int_equal(fe_uint(&f, "state"), XenbusStateConnected);
+	/* the handle goes first: the device keeps the claim and works */
+	xbdfront_domain_close(d);
+	assert_int_equal(claimer(&f), getpid());
+	rw_check(&f, 65536, 65536, 7);
+	xbdfront_close(f.dev);
+	f.dev = NULL;
+	assert_int_equal(claimer(&f), 0);
+	assert_int_equal(fe_uint(&f, "state"), XenbusStateClosed);
+	fx_teardown(&f, false);
+}
+
 struct cb_log {
 	int status;
 	unsigned int n;
@@ -551,6 +595,7 @@ int main(void)
 		cmocka_unit_test(test_negotiate_multi_queue),
 		cmocka_unit_test(test_negotiate_legacy_keys),
 		cmocka_unit_test(test_timeout),
+		cmocka_unit_test(test_domain_handle),
 		cmocka_unit_test(test_restart_reattach),
 		cmocka_unit_test(test_restart_after_failure),
 		cmocka_unit_test(test_restart_via_closed),
