@@ -751,6 +751,42 @@ static int create_queues(struct fe_xb *xb)
 	return rc ? fatal(xb, rc, "allocating %u rings of order %u", par.nqueues, par.order) : 0;
 }
 
+/*
+ * The backend said Closed to rings we published during the handshake,
+ * still online: a backend that restarted under us (a new one finds rings
+ * of its predecessor and makes the frontend start over), not a detach.
+ * Start over as recovery does: Closed, its Closed, Initialising, its
+ * InitWait, fresh rings.  0, or why not.
+ */
+static int renegotiate(struct fe_xb *xb)
+{
+	int timeout = (int)xb->opts.connect_timeout_ms;
+	enum xenbus_state st;
+	unsigned int online;
+	struct offer o;
+	int rc;
+
+	if (xbd_xs_read_uint(xb->xs, XBT_NULL, xb->be, "online", 0, 1, &online) || !online)
+		return -ENODEV;
+	rc = xbd_xenbus_set_state(xb->xs, xb->fe, XenbusStateClosed);
+	if (!rc)
+		rc = dom_wait_state(xb, 1u << XenbusStateClosed | 1u << XenbusStateUnknown,
+				    timeout, &st);
+	if (!rc)
+		rc = xbd_xenbus_set_state(xb->xs, xb->fe, XenbusStateInitialising);
+	if (!rc)
+		rc = dom_wait_state(xb, 1u << XenbusStateInitWait | 1u << XenbusStateInitialised |
+				    1u << XenbusStateConnected, timeout, &st);
+	if (rc)
+		return rc;
+	read_offer(xb, &o);
+	if (o.max_queues < xb->dev->par.nqueues)
+		return -EPROTO;
+	return fe_dev_reset(xb->dev, umin(xb->dev->par.order, o.max_order), xb->dev->par.abi);
+}
+
+#define HANDSHAKE_TRIES 3
+
 /* Steps 5-7: publish, wait for Connected, read the disk. */
 static int handshake(struct fe_xb *xb)
 {
@@ -759,19 +795,24 @@ static int handshake(struct fe_xb *xb)
 			    1u << XenbusStateClosed;
 	int rc;
 
-	rc = initialise(xb);
-	if (rc)
-		return rc;
-	rc = dom_wait_state(xb, mask, (int)xb->opts.connect_timeout_ms, &st);
-	if (rc == -ETIMEDOUT)
-		return fatal(xb, rc, "backend did not connect within %u ms (state %s)",
-			     xb->opts.connect_timeout_ms, xbd_xenbus_state_name(st));
-	if (rc)
-		return rc;
-	if (st != XenbusStateConnected)
-		return fatal(xb, -ENODEV, "backend went %s instead of Connected",
-			     xbd_xenbus_state_name(st));
-	return finish(xb);
+	for (unsigned int tries = 1;; tries++) {
+		rc = initialise(xb);
+		if (rc)
+			return rc;
+		rc = dom_wait_state(xb, mask, (int)xb->opts.connect_timeout_ms, &st);
+		if (rc == -ETIMEDOUT)
+			return fatal(xb, rc, "backend did not connect within %u ms (state %s)",
+				     xb->opts.connect_timeout_ms, xbd_xenbus_state_name(st));
+		if (rc)
+			return rc;
+		if (st == XenbusStateConnected)
+			return finish(xb);
+		/* Closing is the backend refusing us (its error node says
+		 * why); Closed may be a restart: start over, a few times. */
+		if (st != XenbusStateClosed || tries == HANDSHAKE_TRIES || renegotiate(xb))
+			return fatal(xb, -ENODEV, "backend went %s instead of Connected",
+				     xbd_xenbus_state_name(st));
+	}
 }
 
 static int opts_ok(const struct xbdfront_opts *o)

@@ -17,8 +17,10 @@
  *   5. one transaction: ring-ref / ring-ref%u / event-channel (one queue)
  *      or multi-queue-num-queues + queue-N/... (several), ring-page-order
  *      (when > 0), protocol, feature-persistent; then Initialised;
- *   6. wait (connect_timeout_ms) for Connected; Closing/Closed/timeout is
- *      an error node and Closing;
+ *   6. wait (connect_timeout_ms) for Connected; Closing/timeout is an
+ *      error node and Closing; Closed with online = 1 is a backend that
+ *      restarted under us: Closed, its Closed, Initialising, its InitWait,
+ *      fresh rings, back to 5 (three tries in all);
  *   7. read sectors, info, sector-size (all required), physical-sector-size,
  *      feature-flush-cache, feature-barrier, feature-discard, discard-secure,
  *      feature-max-indirect-segments; connect the queues; Connected.
