@@ -68,7 +68,8 @@ def test_dd_4k_and_1m_read_back_both_ways(guest, tmp_path):
     assert data[:1000] == want[:1000] and data[1300:] == want[1300:]
 
 
-@pytest.mark.parametrize("engine,queues", [("psync", 1), ("libaio", 2)])
+@pytest.mark.parametrize("engine,queues", [("psync", 1), ("psync", 2),
+                                            ("libaio", 1), ("libaio", 2)])
 def test_fio_verify_through_fuse(guest, engine, queues):
     img = guest.disk(size=64 * MiB)
     dev = guest.attach(img)
