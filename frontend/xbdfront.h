@@ -13,6 +13,9 @@
  *     xbdfront_process(), which the application calls when the queue's fd
  *     (xbdfront_queue_fd(), poll for POLLIN) is readable; callbacks run in
  *     that thread, without any library lock held, and may submit again.
+ *     I/O failed by a detach or a broken backend completes on the thread
+ *     that noticed it, which may be the domain's monitor thread: a
+ *     callback must not open or close devices or domains.
  *   - Synchronous: xbdfront_pread/pwrite/preadv/pwritev/flush/discard
  *     submit on the calling thread's queue and drive it until done.
  *   - Scatter-gather: any iovec; the data is bounced through pages granted
@@ -31,10 +34,13 @@
  * reason is in xbdfront_info.error.  Nothing the backend writes reaches
  * the application's buffers unless the response was valid and OKAY.
  *
- * Opening: xbdfront_open(domid, vdev, opts) claims the domain on the
- * platform, negotiates with the backend through xenstore and returns a
- * connected device; a monitor thread then follows the backend (resize,
- * restart with re-issue of in-flight I/O, detach).
+ * Opening: a domain handle (xbdfront_domain_open) claims the domain on
+ * the platform, connects to its xenstore and starts the domain's monitor
+ * thread; xbdfront_open_in(domain, vdev) negotiates one disk with its
+ * backend and returns a connected device, which the monitor then follows
+ * (resize, restart with re-issue of in-flight I/O, detach).  Any number
+ * of devices share one domain handle.  xbdfront_open(domid, vdev) does
+ * both for a process that uses a single disk.
  */
 #ifndef XBDFRONT_H
 #define XBDFRONT_H
@@ -89,17 +95,48 @@ enum xbdfront_op {
 };
 
 struct xbdfront_dev;
+struct xbdfront_domain;
 
 /*
- * Open virtual disk vdev ("xvda", "d0p1", "51712"...) of domain domid:
- * claim the domain (this process becomes it), negotiate, wait for the
- * backend to connect.  Call before starting threads that use libxenstore
- * (the xenstore socket is chosen through XENSTORED_PATH).  Errors:
- * -EINVAL (vdev, opts), -ENOENT (no such device in xenstore), -EBUSY
- * (domain claimed by another process), -ETIMEDOUT (backend did not
- * connect), -ENODEV (backend closing), -EPROTO (backend values out of
- * range); failures after the handshake started are also written to the
- * device's `error` node, with state Closing.
+ * Become domain domid: open the platform (opts->platform, opts->rundir;
+ * the other fields are not used), claim the domain, connect to its
+ * xenstore and start the monitor thread that follows the backends of its
+ * devices.  Call before starting threads that use libxenstore (the local
+ * platform's xenstore socket is chosen through XENSTORED_PATH).  The
+ * claim, the xenstore connection and the monitor are shared by every
+ * device opened in the handle; each queue keeps its own event-channel
+ * handle (one pollable fd per queue).  The handle lives until
+ * xbdfront_domain_close() and the close of its last device, whichever
+ * comes last.  Errors: -EINVAL (domid, opts), -ENOENT (no such domain),
+ * -EBUSY (another process is the domain), platform errors.
+ */
+int xbdfront_domain_open(unsigned int domid, const struct xbdfront_opts *opts,
+			 struct xbdfront_domain **out);
+/* Drop the caller's reference; devices still open keep the domain (and
+ * the claim) until they are closed.  Safe with NULL. */
+void xbdfront_domain_close(struct xbdfront_domain *d);
+unsigned int xbdfront_domain_id(const struct xbdfront_domain *d);
+
+/*
+ * Open virtual disk vdev of the domain d: negotiate, wait for the backend
+ * to connect.  opts->platform and opts->rundir are the domain's and are
+ * not used here.  May be called from any thread, concurrently for
+ * different disks.  Errors: -EINVAL (vdev, opts), -ENOENT (no such device
+ * in xenstore), -EBUSY (this disk is already open in d), -ETIMEDOUT
+ * (backend did not connect), -ENODEV (backend closing), -EPROTO (backend
+ * values out of range); failures after the handshake started are also
+ * written to the device's `error` node, with state Closing.
+ */
+int xbdfront_open_in(struct xbdfront_domain *d, const char *vdev,
+		     const struct xbdfront_opts *opts, struct xbdfront_dev **out);
+
+/*
+ * Open virtual disk vdev ("xvda", "d0p1", "51712"...) of domain domid in a
+ * domain handle of its own: xbdfront_domain_open + xbdfront_open_in +
+ * xbdfront_domain_close, so the device holds the claim until it is
+ * closed.  A process using several disks of one domain opens the domain
+ * once and uses xbdfront_open_in (a second xbdfront_open of the same
+ * domain fails with -EBUSY: the claim is taken).  Errors: those of both.
  */
 int xbdfront_open(unsigned int domid, const char *vdev, const struct xbdfront_opts *opts,
 		  struct xbdfront_dev **out);
@@ -162,7 +199,8 @@ int xbdfront_flush(struct xbdfront_dev *dev);
 int xbdfront_discard(struct xbdfront_dev *dev, uint64_t offset, uint64_t len, bool secure);
 
 /* Fail what is pending with -ENODEV, tell the backend (Closing, then
- * Closed once it let go of the rings), free everything.  Safe with NULL. */
+ * Closed once it let go of the rings), free everything and drop the
+ * device's reference to its domain.  Safe with NULL. */
 void xbdfront_close(struct xbdfront_dev *dev);
 
 #endif

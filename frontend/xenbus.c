@@ -1,20 +1,43 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * xenbus handshake of the frontend: xbdfront_open() and the monitor
- * thread.  See xenbus.h for the sequence and the transitions.
+ * xenbus handshake of the frontend: the domain handle and its monitor
+ * thread, xbdfront_open_in() and fe_xb_close().  See xenbus.h for the
+ * sequence and the transitions.
  *
- * Threads: xbdfront_open() runs the first handshake on the caller's
- * thread; from then on the monitor thread alone uses xb->xs and the phase,
- * until fe_xb_close() joins it.  The queues lock themselves, so the
- * monitor may reset and reconnect them while application threads do I/O.
+ * Threads:
+ *   - the opener: xbdfront_open_in() runs the first handshake on the
+ *     caller's thread, waiting for the backend through the domain's event
+ *     generation (dom_wait_state), never by reading watch events itself;
+ *   - the domain's monitor thread: the only reader of the shared xenstore
+ *     connection's watch events.  For each event it bumps the generation
+ *     (waking openers and closers) and, for a live device whose token
+ *     came, calls fe_xb_on_peer_state() with the backend's state;
+ *   - the closer: fe_xb_close() takes its device out of the monitor's
+ *     hands (live = false under dispatch_lock) before its own waits.
+ * The phase of a device is written by its opener until it is live, by the
+ * monitor while it is live, by its closer afterwards.  Requests on the
+ * shared xs handle may come from any of them (libxenstore serialises).
+ * The queues lock themselves, so the monitor may reset and reconnect them
+ * while application threads do I/O.
+ *
+ * Locks (order: dispatch_lock, then lock):
+ *   dom->dispatch_lock  held by the monitor while it dispatches; taken by
+ *                       whoever adds or unlinks a device or ends its life;
+ *   dom->lock           refs, devs, gen, every xb->pending and xb->live.
+ * Lifetime: the domain holds one reference per open device plus the
+ * opener's; the last xbdfront_domain_close()/device close stops the
+ * monitor and releases the xenstore connection, the claim and the
+ * platform, in that order.
  */
 #include <errno.h>
+#include <inttypes.h>
 #include <poll.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/eventfd.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "frontend/device.h"
@@ -23,6 +46,7 @@
 #include "lib/xenbus.h"
 
 #define CLOSE_WAIT_MS 2000
+#define TOKEN_PREFIX "xbdfront-"
 
 enum fe_phase {
 	PH_INITIALISED,   /* rings published, waiting for Connected */
@@ -31,22 +55,43 @@ enum fe_phase {
 	PH_CLOSED,        /* detached or failed: nothing more to do */
 };
 
+struct fe_xb;
+
+/* The public struct xbdfront_domain: one claimed domain of this process. */
+struct xbdfront_domain {
+	pthread_mutex_t dispatch_lock;  /* see the lock order above */
+	pthread_mutex_t lock;
+	pthread_cond_t cond;            /* broadcast when gen moves (CLOCK_MONOTONIC) */
+	unsigned int refs;              /* opener + devices, under lock */
+	uint64_t gen;                   /* watch events seen, under lock */
+	struct fe_xb *devs;             /* devices with a watch, under both locks */
+	struct xbd_platform *plat;      /* owned */
+	struct xbd_domain *claim;       /* owned */
+	xbd_domid_t domid;
+	struct xs_handle *xs;           /* owned; watch events: the monitor's */
+	pthread_t monitor;
+	bool monitoring;
+	int stop_fd;                    /* eventfd: last put -> monitor */
+};
+
 struct fe_xb {
-	struct xs_handle *xs;         /* owned; the monitor's once it runs */
-	struct xbd_platform *plat;    /* owned */
-	struct xbd_domain *dom;       /* owned claim */
+	struct xbdfront_domain *d;    /* referenced until fe_xb_close */
+	struct xs_handle *xs;         /* d->xs */
+	struct xbd_platform *plat;    /* d->plat */
+	struct xbd_domain *dom;       /* d->claim */
 	xbd_domid_t domid, be_domid;
 	uint32_t devid;
-	char fe[96], be[160];
+	char fe[96], be[160], token[32];
 	struct xbdfront_opts opts;
 	enum fe_abi abi;
 	struct xbdfront_dev *dev;
 	enum fe_phase phase;
-	pthread_t monitor;
-	bool monitoring;
-	int stop_fd;
+	bool watching;                /* d->devs holds us and be is watched */
+	bool live;                    /* the monitor dispatches to us (d->lock) */
+	bool pending;                 /* our token came since the last dispatch */
 	unsigned int reconnects;
 	bool asked_probe;             /* PH_WAITING: we said Initialising */
+	struct fe_xb *next;           /* d->devs */
 };
 
 struct offer {
@@ -353,83 +398,303 @@ void fe_xb_on_peer_state(struct fe_xb *xb, enum xenbus_state state)
 	}
 }
 
-/* ---- monitor thread ------------------------------------------------------- */
+/* ---- the domain's monitor thread -------------------------------------------- */
+
+/* Mark the device whose token this is; d->lock held. */
+static void mark_pending(struct xbdfront_domain *d, const char *token)
+{
+	struct fe_xb *xb;
+
+	for (xb = d->devs; xb; xb = xb->next)
+		if (!strcmp(xb->token, token))
+			xb->pending = true;
+}
+
+/* Call fe_xb_on_peer_state() for every live device whose token came:
+ * level-triggered, with the backend's state as it is now. */
+static void dispatch(struct xbdfront_domain *d)
+{
+	enum xenbus_state st;
+	struct fe_xb *xb;
+	bool go;
+
+	pthread_mutex_lock(&d->dispatch_lock);   /* devs cannot change under us */
+	for (xb = d->devs; xb; xb = xb->next) {
+		pthread_mutex_lock(&d->lock);
+		go = xb->live && xb->pending;
+		xb->pending = false;
+		pthread_mutex_unlock(&d->lock);
+		if (go && xbd_xenbus_read_state(xb->xs, XBT_NULL, xb->be, &st) == 0)
+			fe_xb_on_peer_state(xb, st);
+	}
+	pthread_mutex_unlock(&d->dispatch_lock);
+}
 
 static void *monitor_main(void *arg)
 {
-	struct fe_xb *xb = arg;
-	struct pollfd pfd[2] = { { .fd = xbd_xs_watch_fd(xb->xs), .events = POLLIN },
-				 { .fd = xb->stop_fd, .events = POLLIN } };
+	struct xbdfront_domain *d = arg;
+	struct pollfd pfd[2] = { { .fd = xbd_xs_watch_fd(d->xs), .events = POLLIN },
+				 { .fd = d->stop_fd, .events = POLLIN } };
 	char path[256], token[32];
-	enum xenbus_state st;
+	int rc;
 
-	if (xbd_xs_watch(xb->xs, xb->be, "xbdfront-be"))
-		return NULL;
 	for (;;) {
 		if (poll(pfd, 2, -1) < 0 && errno != EINTR)
 			break;
 		if (pfd[1].revents)
 			break;
-		while (xbd_xs_next_event(xb->xs, path, sizeof(path), token, sizeof(token)) > 0)
-			;
-		/* level-triggered: act on the state as it is now */
-		if (xbd_xenbus_read_state(xb->xs, XBT_NULL, xb->be, &st) == 0)
-			fe_xb_on_peer_state(xb, st);
+		pthread_mutex_lock(&d->lock);
+		while ((rc = xbd_xs_next_event(d->xs, path, sizeof(path), token,
+					       sizeof(token))) > 0)
+			mark_pending(d, token);
+		d->gen++;
+		pthread_cond_broadcast(&d->cond);
+		pthread_mutex_unlock(&d->lock);
+		if (rc < 0)
+			break;       /* the connection broke: openers time out */
+		dispatch(d);
 	}
-	(void)xbd_xs_unwatch(xb->xs, xb->be, "xbdfront-be");
 	return NULL;
 }
 
-static int monitor_start(struct fe_xb *xb)
+/*
+ * Wait up to timeout_ms for the backend's state to be one of mask (bits
+ * 1 << state); *last (may be NULL) gets the last state seen.  The monitor
+ * thread reads the watch events; we only follow its generation, read
+ * before the state so no event is missed.  0, -ETIMEDOUT or -errno.
+ */
+static int dom_wait_state(struct fe_xb *xb, unsigned int mask, int timeout_ms,
+			  enum xenbus_state *last)
 {
-	xb->stop_fd = eventfd(0, EFD_CLOEXEC);
-	if (xb->stop_fd < 0)
-		return -errno;
-	if (pthread_create(&xb->monitor, NULL, monitor_main, xb)) {
-		close(xb->stop_fd);
-		xb->stop_fd = -1;
-		return -EAGAIN;
+	struct xbdfront_domain *d = xb->d;
+	enum xenbus_state st = XenbusStateUnknown;
+	struct timespec deadline;
+	uint64_t gen;
+	int rc = 0;
+
+	clock_gettime(CLOCK_MONOTONIC, &deadline);
+	deadline.tv_sec += timeout_ms / 1000;
+	deadline.tv_nsec += (long)(timeout_ms % 1000) * 1000000;
+	if (deadline.tv_nsec >= 1000000000) {
+		deadline.tv_sec++;
+		deadline.tv_nsec -= 1000000000;
 	}
-	xb->monitoring = true;
-	return 0;
+	for (;;) {
+		pthread_mutex_lock(&d->lock);
+		gen = d->gen;
+		pthread_mutex_unlock(&d->lock);
+		rc = xbd_xenbus_read_state(xb->xs, XBT_NULL, xb->be, &st);
+		if (rc || mask & (1u << st))
+			break;
+		pthread_mutex_lock(&d->lock);
+		while (d->gen == gen && !rc)
+			rc = -pthread_cond_timedwait(&d->cond, &d->lock, &deadline);
+		pthread_mutex_unlock(&d->lock);
+		if (rc)
+			break;
+	}
+	if (last)
+		*last = st;
+	return rc;
 }
 
-static void monitor_stop(struct fe_xb *xb)
-{
-	uint64_t one = 1;
-
-	if (!xb->monitoring)
-		return;
-	if (write(xb->stop_fd, &one, sizeof(one)) != sizeof(one))
-		return;   /* cannot happen on an eventfd below its maximum */
-	pthread_join(xb->monitor, NULL);
-	close(xb->stop_fd);
-	xb->monitoring = false;
-}
-
-/* ---- open / close ------------------------------------------------------------ */
+/* ---- the domain handle ------------------------------------------------------ */
 
 /* Platform, domain claim and xenstore connection of the guest. */
-static int attach_platform(struct fe_xb *xb)
+static int attach_platform(struct xbdfront_domain *d, const struct xbdfront_opts *o)
 {
 	enum xbd_platform_kind kind;
 	char sock[4096];
 	int rc;
 
-	rc = xbd_platform_kind_parse(xb->opts.platform ? xb->opts.platform : "auto", &kind);
+	rc = xbd_platform_kind_parse(o->platform ? o->platform : "auto", &kind);
 	if (!rc)
-		rc = xbd_platform_open(kind, xb->opts.rundir, &xb->plat);
+		rc = xbd_platform_open(kind, o->rundir, &d->plat);
 	if (!rc)
-		rc = xbd_domain_claim(xb->plat, xb->domid, &xb->dom);
+		rc = xbd_domain_claim(d->plat, d->domid, &d->claim);
 	if (rc)
 		return rc;
-	if (xbd_platform_get_kind(xb->plat) == XBD_PLATFORM_XEN)
-		return xbd_xs_open(NULL, &xb->xs);
+	if (xbd_platform_get_kind(d->plat) == XBD_PLATFORM_XEN)
+		return xbd_xs_open(NULL, &d->xs);
 	if (snprintf(sock, sizeof(sock), "%s/dom%u/xenstore.sock",
-		     xbd_platform_rundir(xb->plat), xb->domid) >= (int)sizeof(sock))
+		     xbd_platform_rundir(d->plat), d->domid) >= (int)sizeof(sock))
 		return -ENAMETOOLONG;
-	return xbd_xs_open(sock, &xb->xs);
+	return xbd_xs_open(sock, &d->xs);
 }
+
+static int monitor_start(struct xbdfront_domain *d)
+{
+	if (xbd_xs_watch_fd(d->xs) < 0)
+		return -EIO;
+	d->stop_fd = eventfd(0, EFD_CLOEXEC);
+	if (d->stop_fd < 0)
+		return -errno;
+	if (pthread_create(&d->monitor, NULL, monitor_main, d))
+		return -EAGAIN;
+	d->monitoring = true;
+	return 0;
+}
+
+/* The last reference went: stop the monitor, then let go of xenstore,
+ * the claim and the platform.  Accepts a partly built domain. */
+static void domain_free(struct xbdfront_domain *d)
+{
+	uint64_t one = 1;
+
+	if (d->monitoring && write(d->stop_fd, &one, sizeof(one)) == sizeof(one))
+		pthread_join(d->monitor, NULL);
+	if (d->stop_fd >= 0)
+		close(d->stop_fd);
+	if (d->xs)
+		xs_close(d->xs);
+	xbd_domain_release(d->claim);
+	xbd_platform_close(d->plat);
+	pthread_cond_destroy(&d->cond);
+	pthread_mutex_destroy(&d->lock);
+	pthread_mutex_destroy(&d->dispatch_lock);
+	free(d);
+}
+
+static void domain_get(struct xbdfront_domain *d)
+{
+	pthread_mutex_lock(&d->lock);
+	d->refs++;
+	pthread_mutex_unlock(&d->lock);
+}
+
+static void domain_put(struct xbdfront_domain *d)
+{
+	unsigned int left;
+
+	pthread_mutex_lock(&d->lock);
+	left = --d->refs;
+	pthread_mutex_unlock(&d->lock);
+	if (!left)
+		domain_free(d);
+}
+
+int xbdfront_domain_open(unsigned int domid, const struct xbdfront_opts *opts,
+			 struct xbdfront_domain **out)
+{
+	struct xbdfront_opts def;
+	struct xbdfront_domain *d;
+	pthread_condattr_t ca;
+	int rc;
+
+	*out = NULL;
+	if (!opts) {
+		xbdfront_opts_default(&def);
+		opts = &def;
+	}
+	if (domid > XBD_DOMID_MAX)
+		return -EINVAL;
+	d = calloc(1, sizeof(*d));
+	if (!d)
+		return -ENOMEM;
+	d->domid = (xbd_domid_t)domid;
+	d->refs = 1;                     /* the opener's: xbdfront_domain_close() */
+	d->stop_fd = -1;
+	pthread_mutex_init(&d->dispatch_lock, NULL);
+	pthread_mutex_init(&d->lock, NULL);
+	pthread_condattr_init(&ca);
+	pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+	pthread_cond_init(&d->cond, &ca);
+	pthread_condattr_destroy(&ca);
+	rc = attach_platform(d, opts);
+	if (!rc)
+		rc = monitor_start(d);
+	if (rc) {
+		domain_free(d);
+		return rc;
+	}
+	*out = d;
+	return 0;
+}
+
+void xbdfront_domain_close(struct xbdfront_domain *d)
+{
+	if (d)
+		domain_put(d);           /* the opener's reference */
+}
+
+unsigned int xbdfront_domain_id(const struct xbdfront_domain *d)
+{
+	return d->domid;
+}
+
+/* Put xb in the domain's list and watch its backend (token names it). */
+static int watch_backend(struct fe_xb *xb)
+{
+	struct xbdfront_domain *d = xb->d;
+	struct fe_xb *o;
+	int rc = 0;
+
+	pthread_mutex_lock(&d->dispatch_lock);
+	pthread_mutex_lock(&d->lock);
+	for (o = d->devs; o && o->devid != xb->devid; o = o->next)
+		;
+	if (o)
+		rc = -EBUSY;             /* the same disk twice in one domain */
+	else {
+		xb->next = d->devs;
+		d->devs = xb;
+	}
+	pthread_mutex_unlock(&d->lock);
+	pthread_mutex_unlock(&d->dispatch_lock);
+	if (rc)
+		return rc;
+	xb->watching = true;
+	return xbd_xs_watch(xb->xs, xb->be, xb->token);
+}
+
+/* Undo watch_backend(); the monitor no longer sees xb afterwards. */
+static void unwatch_backend(struct fe_xb *xb)
+{
+	struct xbdfront_domain *d = xb->d;
+	struct fe_xb **pp;
+
+	if (!xb->watching)
+		return;
+	(void)xbd_xs_unwatch(xb->xs, xb->be, xb->token);
+	pthread_mutex_lock(&d->dispatch_lock);
+	pthread_mutex_lock(&d->lock);
+	for (pp = &d->devs; *pp && *pp != xb; pp = &(*pp)->next)
+		;
+	if (*pp)
+		*pp = xb->next;
+	pthread_mutex_unlock(&d->lock);
+	pthread_mutex_unlock(&d->dispatch_lock);
+	xb->watching = false;
+}
+
+/* Hand xb to the monitor, catching up on the backend's state now (an
+ * event may have come between our last look and this). */
+static void go_live(struct fe_xb *xb)
+{
+	enum xenbus_state st;
+
+	pthread_mutex_lock(&xb->d->dispatch_lock);
+	pthread_mutex_lock(&xb->d->lock);
+	xb->live = true;
+	xb->pending = false;
+	pthread_mutex_unlock(&xb->d->lock);
+	if (xbd_xenbus_read_state(xb->xs, XBT_NULL, xb->be, &st) == 0)
+		fe_xb_on_peer_state(xb, st);
+	pthread_mutex_unlock(&xb->d->dispatch_lock);
+}
+
+/* Take xb back from the monitor: once this returns, the monitor is not
+ * inside fe_xb_on_peer_state(xb) and will not enter it again. */
+static void stop_live(struct fe_xb *xb)
+{
+	pthread_mutex_lock(&xb->d->dispatch_lock);
+	pthread_mutex_lock(&xb->d->lock);
+	xb->live = false;
+	pthread_mutex_unlock(&xb->d->lock);
+	pthread_mutex_unlock(&xb->d->dispatch_lock);
+}
+
+/* ---- open / close ------------------------------------------------------------ */
 
 /*
  * A device a previous frontend used (a process that exited or crashed):
@@ -448,9 +713,8 @@ static int take_over(struct fe_xb *xb)
 		return 0;
 	rc = xbd_xenbus_set_state(xb->xs, xb->fe, XenbusStateClosed);
 	if (!rc)
-		rc = xbd_xenbus_wait_state(xb->xs, xb->be, 1u << XenbusStateClosed |
-					   1u << XenbusStateUnknown,
-					   (int)xb->opts.connect_timeout_ms, &st);
+		rc = dom_wait_state(xb, 1u << XenbusStateClosed | 1u << XenbusStateUnknown,
+				    (int)xb->opts.connect_timeout_ms, &st);
 	if (rc == -ETIMEDOUT)
 		return fatal(xb, rc, "backend %s stayed %s for %u ms after Closed", xb->be,
 			     xbd_xenbus_state_name(st), xb->opts.connect_timeout_ms);
@@ -465,9 +729,8 @@ static int create_queues(struct fe_xb *xb)
 	struct fe_dev_params par;
 	int rc;
 
-	rc = xbd_xenbus_wait_state(xb->xs, xb->be, 1u << XenbusStateInitWait |
-				   1u << XenbusStateInitialised | 1u << XenbusStateConnected,
-				   (int)xb->opts.connect_timeout_ms, &st);
+	rc = dom_wait_state(xb, 1u << XenbusStateInitWait | 1u << XenbusStateInitialised |
+			    1u << XenbusStateConnected, (int)xb->opts.connect_timeout_ms, &st);
 	if (rc == -ETIMEDOUT)
 		return fatal(xb, rc, "backend %s stayed %s for %u ms", xb->be,
 			     xbd_xenbus_state_name(st), xb->opts.connect_timeout_ms);
@@ -488,6 +751,42 @@ static int create_queues(struct fe_xb *xb)
 	return rc ? fatal(xb, rc, "allocating %u rings of order %u", par.nqueues, par.order) : 0;
 }
 
+/*
+ * The backend said Closed to rings we published during the handshake,
+ * still online: a backend that restarted under us (a new one finds rings
+ * of its predecessor and makes the frontend start over), not a detach.
+ * Start over as recovery does: Closed, its Closed, Initialising, its
+ * InitWait, fresh rings.  0, or why not.
+ */
+static int renegotiate(struct fe_xb *xb)
+{
+	int timeout = (int)xb->opts.connect_timeout_ms;
+	enum xenbus_state st;
+	unsigned int online;
+	struct offer o;
+	int rc;
+
+	if (xbd_xs_read_uint(xb->xs, XBT_NULL, xb->be, "online", 0, 1, &online) || !online)
+		return -ENODEV;
+	rc = xbd_xenbus_set_state(xb->xs, xb->fe, XenbusStateClosed);
+	if (!rc)
+		rc = dom_wait_state(xb, 1u << XenbusStateClosed | 1u << XenbusStateUnknown,
+				    timeout, &st);
+	if (!rc)
+		rc = xbd_xenbus_set_state(xb->xs, xb->fe, XenbusStateInitialising);
+	if (!rc)
+		rc = dom_wait_state(xb, 1u << XenbusStateInitWait | 1u << XenbusStateInitialised |
+				    1u << XenbusStateConnected, timeout, &st);
+	if (rc)
+		return rc;
+	read_offer(xb, &o);
+	if (o.max_queues < xb->dev->par.nqueues)
+		return -EPROTO;
+	return fe_dev_reset(xb->dev, umin(xb->dev->par.order, o.max_order), xb->dev->par.abi);
+}
+
+#define HANDSHAKE_TRIES 3
+
 /* Steps 5-7: publish, wait for Connected, read the disk. */
 static int handshake(struct fe_xb *xb)
 {
@@ -496,19 +795,24 @@ static int handshake(struct fe_xb *xb)
 			    1u << XenbusStateClosed;
 	int rc;
 
-	rc = initialise(xb);
-	if (rc)
-		return rc;
-	rc = xbd_xenbus_wait_state(xb->xs, xb->be, mask, (int)xb->opts.connect_timeout_ms, &st);
-	if (rc == -ETIMEDOUT)
-		return fatal(xb, rc, "backend did not connect within %u ms (state %s)",
-			     xb->opts.connect_timeout_ms, xbd_xenbus_state_name(st));
-	if (rc)
-		return rc;
-	if (st != XenbusStateConnected)
-		return fatal(xb, -ENODEV, "backend went %s instead of Connected",
-			     xbd_xenbus_state_name(st));
-	return finish(xb);
+	for (unsigned int tries = 1;; tries++) {
+		rc = initialise(xb);
+		if (rc)
+			return rc;
+		rc = dom_wait_state(xb, mask, (int)xb->opts.connect_timeout_ms, &st);
+		if (rc == -ETIMEDOUT)
+			return fatal(xb, rc, "backend did not connect within %u ms (state %s)",
+				     xb->opts.connect_timeout_ms, xbd_xenbus_state_name(st));
+		if (rc)
+			return rc;
+		if (st == XenbusStateConnected)
+			return finish(xb);
+		/* Closing is the backend refusing us (its error node says
+		 * why); Closed may be a restart: start over, a few times. */
+		if (st != XenbusStateClosed || tries == HANDSHAKE_TRIES || renegotiate(xb))
+			return fatal(xb, -ENODEV, "backend went %s instead of Connected",
+				     xbd_xenbus_state_name(st));
+	}
 }
 
 static int opts_ok(const struct xbdfront_opts *o)
@@ -520,8 +824,31 @@ static int opts_ok(const struct xbdfront_opts *o)
 	return 0;
 }
 
-int xbdfront_open(unsigned int domid, const char *vdev, const struct xbdfront_opts *opts,
-		  struct xbdfront_dev **out)
+/* A device record of domain d for vdev v, holding a domain reference. */
+static struct fe_xb *xb_new(struct xbdfront_domain *d, const struct xbd_vdev *v,
+			    const struct xbdfront_opts *opts)
+{
+	struct fe_xb *xb = calloc(1, sizeof(*xb));
+
+	if (!xb)
+		return NULL;
+	domain_get(d);                   /* dropped by fe_xb_close() */
+	xb->d = d;
+	xb->xs = d->xs;
+	xb->plat = d->plat;
+	xb->dom = d->claim;
+	xb->domid = d->domid;
+	xb->devid = v->devid;
+	xb->opts = *opts;
+	xb->abi = fe_abi_from_public(opts->abi);
+	snprintf(xb->fe, sizeof(xb->fe), "/local/domain/%u/device/vbd/%" PRIu32, d->domid,
+		 v->devid);
+	snprintf(xb->token, sizeof(xb->token), TOKEN_PREFIX "%" PRIu32, v->devid);
+	return xb;
+}
+
+int xbdfront_open_in(struct xbdfront_domain *d, const char *vdev,
+		     const struct xbdfront_opts *opts, struct xbdfront_dev **out)
 {
 	struct xbdfront_opts def;
 	struct xbd_vdev v;
@@ -533,20 +860,14 @@ int xbdfront_open(unsigned int domid, const char *vdev, const struct xbdfront_op
 		xbdfront_opts_default(&def);
 		opts = &def;
 	}
-	if (domid > XBD_DOMID_MAX || !vdev || xbd_vdev_parse(vdev, &v) || opts_ok(opts))
+	if (!d || !vdev || xbd_vdev_parse(vdev, &v) || opts_ok(opts))
 		return -EINVAL;
-	xb = calloc(1, sizeof(*xb));
+	xb = xb_new(d, &v, opts);
 	if (!xb)
 		return -ENOMEM;
-	xb->domid = (xbd_domid_t)domid;
-	xb->devid = v.devid;
-	xb->opts = *opts;
-	xb->abi = fe_abi_from_public(opts->abi);
-	xb->stop_fd = -1;
-	snprintf(xb->fe, sizeof(xb->fe), "/local/domain/%u/device/vbd/%u", domid, v.devid);
-	rc = attach_platform(xb);
+	rc = locate(xb);
 	if (!rc)
-		rc = locate(xb);
+		rc = watch_backend(xb);
 	if (!rc)
 		rc = take_over(xb);
 	if (!rc)
@@ -555,8 +876,6 @@ int xbdfront_open(unsigned int domid, const char *vdev, const struct xbdfront_op
 		xb->dev->xb = xb;
 		rc = handshake(xb);
 	}
-	if (!rc)
-		rc = monitor_start(xb);
 	if (rc) {
 		if (xb->dev)
 			xbdfront_close(xb->dev);
@@ -564,39 +883,65 @@ int xbdfront_open(unsigned int domid, const char *vdev, const struct xbdfront_op
 			fe_xb_close(xb, NULL);
 		return rc;
 	}
+	go_live(xb);
 	*out = xb->dev;
 	return 0;
+}
+
+int xbdfront_open(unsigned int domid, const char *vdev, const struct xbdfront_opts *opts,
+		  struct xbdfront_dev **out)
+{
+	struct xbdfront_opts def;
+	struct xbdfront_domain *d;
+	struct xbd_vdev v;
+	int rc;
+
+	*out = NULL;
+	if (!opts) {
+		xbdfront_opts_default(&def);
+		opts = &def;
+	}
+	if (domid > XBD_DOMID_MAX || !vdev || xbd_vdev_parse(vdev, &v) || opts_ok(opts))
+		return -EINVAL;
+	rc = xbdfront_domain_open(domid, opts, &d);
+	if (rc)
+		return rc;
+	rc = xbdfront_open_in(d, vdev, opts, out);
+	xbdfront_domain_close(d);        /* the device keeps its own reference */
+	return rc;
 }
 
 /* Wait (bounded) for the backend to reach one of mask. */
 static void wait_backend(struct fe_xb *xb, unsigned int mask)
 {
-	(void)xbd_xenbus_wait_state(xb->xs, xb->be, mask | 1u << XenbusStateUnknown,
-				    CLOSE_WAIT_MS, NULL);
+	(void)dom_wait_state(xb, mask | 1u << XenbusStateUnknown, CLOSE_WAIT_MS, NULL);
 }
 
 void fe_xb_close(struct fe_xb *xb, struct xbdfront_dev *dev)
 {
 	if (!xb)
 		return;
-	monitor_stop(xb);
-	if (dev && xb->xs && xb->phase != PH_CLOSED) {
+	stop_live(xb);
+	if (dev && xb->phase != PH_CLOSED) {
 		/* Linux order: Closing, the backend disconnects (unmaps our
 		 * rings and grants), then Closed, then our pages go. */
 		(void)xbd_xenbus_set_state(xb->xs, xb->fe, XenbusStateClosing);
 		wait_backend(xb, 1u << XenbusStateClosing | 1u << XenbusStateClosed);
 		(void)xbd_xenbus_set_state(xb->xs, xb->fe, XenbusStateClosed);
 		wait_backend(xb, 1u << XenbusStateClosed);
+	} else if (dev) {
+		/* Detached or failed: we said Closed already; the backend
+		 * unmaps before it says Closed, and grants revoked after that
+		 * are freed now instead of staying reserved while the domain
+		 * (shared by other disks) stays claimed. */
+		wait_backend(xb, 1u << XenbusStateClosed);
 	}
+	unwatch_backend(xb);
 	if (dev) {
 		fe_dev_destroy_queues(dev);
-		fe_dev_bufs_destroy(dev);    /* before the domain goes */
-	}
-	if (xb->xs)
-		xs_close(xb->xs);
-	xbd_domain_release(xb->dom);
-	xbd_platform_close(xb->plat);
-	if (dev)
+		fe_dev_bufs_destroy(dev);    /* before the claim can go */
 		dev->xb = NULL;
+	}
+	domain_put(xb->d);               /* xb_new()'s reference */
 	free(xb);
 }

@@ -1,8 +1,8 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * The frontend's side of the xenbus handshake (blkif.h "STATE DIAGRAM"):
- * xbdfront_open() negotiates, and a monitor thread follows the backend's
- * state afterwards (resize, restart, detach).
+ * xbdfront_open_in() negotiates, and the domain's monitor thread follows
+ * the backend's state afterwards (resize, restart, detach).
  *
  * Negotiation, as Linux xen-blkfront's talk_to_blkback/blkfront_connect:
  *   1. read <fe>/backend and <fe>/backend-id; the path must be
@@ -17,14 +17,18 @@
  *   5. one transaction: ring-ref / ring-ref%u / event-channel (one queue)
  *      or multi-queue-num-queues + queue-N/... (several), ring-page-order
  *      (when > 0), protocol, feature-persistent; then Initialised;
- *   6. wait (connect_timeout_ms) for Connected; Closing/Closed/timeout is
- *      an error node and Closing;
+ *   6. wait (connect_timeout_ms) for Connected; Closing/timeout is an
+ *      error node and Closing; Closed with online = 1 is a backend that
+ *      restarted under us: Closed, its Closed, Initialising, its InitWait,
+ *      fresh rings, back to 5 (three tries in all);
  *   7. read sectors, info, sector-size (all required), physical-sector-size,
  *      feature-flush-cache, feature-barrier, feature-discard, discard-secure,
  *      feature-max-indirect-segments; connect the queues; Connected.
  *
- * After that the monitor thread (one per device; owns the device's
- * xenstore handle from then on) handles, in fe_xb_on_peer_state():
+ * After that the monitor thread (one per domain handle, shared by its
+ * devices; the only reader of the domain's xenstore watch events, with
+ * one watch per device whose token names the device) handles, in
+ * fe_xb_on_peer_state():
  *   Connected         re-read `sectors` (online resize), signal the queues;
  *                     after fresh rings were published: finish connecting;
  *   InitWait/Initialising while we are connected: a restarted backend that
@@ -44,10 +48,11 @@
 
 struct fe_xb;
 
-/* Stop the monitor, say Closing/Closed to the backend and release the
- * xenstore handle, the domain claim and the platform.  The device's queues
- * are destroyed in between (after the backend let go of them).  Called by
- * xbdfront_close(); safe with NULL. */
+/* Take the device from the monitor, say Closing/Closed to the backend,
+ * destroy the device's queues (after the backend let go of them) and drop
+ * the device's domain reference (the last one releases the xenstore
+ * connection, the claim and the platform).  Called by xbdfront_close();
+ * safe with NULL. */
 struct xbdfront_dev;
 void fe_xb_close(struct fe_xb *xb, struct xbdfront_dev *dev);
 

@@ -35,6 +35,7 @@ struct failed {
 
 struct disks {
 	unsigned int domid;
+	struct xbdfront_domain *dom;  /* not owned: main opens and closes it */
 	struct xbdfront_opts opts;
 	char base[64];                /* /local/domain/<N>/device/vbd */
 	struct xs_handle *xs;         /* the watcher's */
@@ -140,7 +141,7 @@ static int disk_open(struct disks *t, uint32_t devid)
 	if (xbd_vdev_name(devid, d->name, sizeof(d->name)) < 0)
 		snprintf(d->name, sizeof(d->name), "%" PRIu32, devid);
 	snprintf(id, sizeof(id), "%" PRIu32, devid);
-	rc = xbdfront_open(t->domid, id, &t->opts, &d->dev);
+	rc = xbdfront_open_in(t->dom, id, &t->opts, &d->dev);
 	if (rc) {
 		log_err("cannot connect %s: %s", d->name, strerror(-rc));
 		free(d);
@@ -283,8 +284,10 @@ static void *watcher(void *arg)
 	return NULL;
 }
 
-int disks_start(unsigned int domid, const struct xbdfront_opts *opts, struct disks **out)
+int disks_start(struct xbdfront_domain *dom, const struct xbdfront_opts *opts,
+		struct disks **out)
 {
+	unsigned int domid = xbdfront_domain_id(dom);
 	char sock[4096];
 	const char *rundir = opts->rundir ? opts->rundir : getenv("XBD_RUNDIR");
 	struct disks *t = calloc(1, sizeof(*t));
@@ -293,6 +296,7 @@ int disks_start(unsigned int domid, const struct xbdfront_opts *opts, struct dis
 	if (!t)
 		return -ENOMEM;
 	t->domid = domid;
+	t->dom = dom;
 	t->opts = *opts;
 	t->stop_fd = -1;
 	pthread_mutex_init(&t->lock, NULL);

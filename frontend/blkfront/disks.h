@@ -4,8 +4,10 @@
  * libxbdfront and shown as one file by the FUSE side (fs.c).
  *
  * Threads: the watcher thread (disks_start) is the only one that opens
- * and closes devices; FUSE worker threads look disks up by name and hold
- * a reference for the length of one operation.
+ * and closes devices, all in the one domain handle main() opened (so any
+ * number of vbds of the domain are connected at once); FUSE worker
+ * threads look disks up by name and hold a reference for the length of
+ * one operation.
  * Lifetime: a disk is unlinked from the table when its vbd goes away
  * (the toolstack detached it, or the device died); the watcher then waits
  * for every reference to drop before xbdfront_close(), which fails what
@@ -31,10 +33,13 @@ struct disk {
 
 struct disks;
 
-/* Open the table for domain domid; starts the watcher thread, which
- * connects every vbd now under device/vbd and every one added later. */
-int disks_start(unsigned int domid, const struct xbdfront_opts *opts, struct disks **out);
-/* Stop the watcher, close every device (Closing -> Closed). */
+/* Open the table for the claimed domain dom (which must outlive the
+ * table); starts the watcher thread, which connects every vbd now under
+ * device/vbd and every one added later, each with xbdfront_open_in(). */
+int disks_start(struct xbdfront_domain *dom, const struct xbdfront_opts *opts,
+		struct disks **out);
+/* Stop the watcher, close every device (Closing -> Closed); the domain
+ * stays claimed until its owner closes it. */
 void disks_stop(struct disks *t);
 
 /* A referenced disk by file name, or NULL; disks_put() drops it. */

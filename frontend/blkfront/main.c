@@ -28,10 +28,13 @@
 
 static const char usage[] =
 "usage: xbd-blkfront --domain NAME|ID [--mount DIR] [options]\n"
-"Become local domain NAME, connect each of its virtual disks (device/vbd,\n"
-"and those attached later) and show each as the file DIR/<vdev> through\n"
-"FUSE (default DIR: $XBD_RUNDIR/dom<N>/dev).  SIGTERM closes every disk,\n"
-"unmounts and exits.\n"
+"Become local domain NAME (claim it: one process per domain), connect every\n"
+"one of its virtual disks at once (device/vbd, and those attached later)\n"
+"and show each as the file DIR/<vdev> through FUSE (default DIR:\n"
+"$XBD_RUNDIR/dom<N>/dev); a detached disk's file disappears.  SIGTERM,\n"
+"SIGINT or SIGHUP: every disk Closing -> Closed, unmount, release the\n"
+"domain, exit 0.  Exit 1 when the domain cannot be claimed (e.g. another\n"
+"process is it) or served, 2 on a usage error.\n"
 "\n"
 "options (the Linux xen_blkfront parameter names):\n"
 "  --max_queues=N             queues per disk to ask for (default 4)\n"
@@ -153,6 +156,30 @@ out:
 	return rc;
 }
 
+/* Become the domain: one claim for all its disks.  A claim held by
+ * another process is named, with its pid. */
+static int claim(unsigned int domid, const struct xbdfront_opts *o,
+		 struct xbdfront_domain **out)
+{
+	struct xbd_platform *p = NULL;
+	struct xbd_domain_info info = { 0 };
+	enum xbd_platform_kind kind;
+	int rc = xbdfront_domain_open(domid, o, out);
+
+	if (rc != -EBUSY) {
+		if (rc)
+			log_err("domain %u: cannot claim it: %s", domid, strerror(-rc));
+		return rc;
+	}
+	if (!xbd_platform_kind_parse(o->platform ? o->platform : "auto", &kind) &&
+	    !xbd_platform_open(kind, o->rundir, &p))
+		(void)xbd_domain_get_info(p, (xbd_domid_t)domid, &info);
+	xbd_platform_close(p);
+	log_err("domain %u is already claimed by process %d (another xbd-blkfront or "
+		"fio engine is this guest)", domid, (int)info.claimed_by);
+	return rc;
+}
+
 #ifdef __SANITIZE_ADDRESS__
 /* libfuse 3.14's high-level layer can keep a few nodes of its path table
  * (about 33 KiB, a fixed amount) past fuse_destroy() when the kernel
@@ -167,6 +194,7 @@ const char *__lsan_default_suppressions(void)
 int main(int argc, char **argv)
 {
 	struct xbd_platform *plat = NULL;
+	struct xbdfront_domain *dom = NULL;
 	struct disks *t = NULL;
 	enum xbd_platform_kind kind;
 	unsigned int domid = 0;
@@ -199,22 +227,26 @@ int main(int argc, char **argv)
 		log_err("mount point %s: %s", a.mount, strerror(-rc));
 		goto out;
 	}
-	/* Our threads (and libxbdfront's, started from the watcher) leave the
-	 * stop signals to main, where libfuse's handlers end the loop. */
+	/* Our threads (libxbdfront's monitor, the watcher) leave the stop
+	 * signals to main, where libfuse's handlers end the loop. */
 	sigemptyset(&sigs);
 	sigaddset(&sigs, SIGTERM);
 	sigaddset(&sigs, SIGINT);
 	sigaddset(&sigs, SIGHUP);
 	pthread_sigmask(SIG_BLOCK, &sigs, &old);
-	rc = disks_start(domid, &a.opts, &t);
-	pthread_sigmask(SIG_SETMASK, &old, NULL);
-	if (rc) {
-		log_err("domain %u: cannot watch its disks: %s", domid, strerror(-rc));
-		goto out;
+	rc = claim(domid, &a.opts, &dom);
+	if (!rc) {
+		rc = disks_start(dom, &a.opts, &t);
+		if (rc)
+			log_err("domain %u: cannot watch its disks: %s", domid, strerror(-rc));
 	}
+	pthread_sigmask(SIG_SETMASK, &old, NULL);
+	if (rc)
+		goto out;
 	rc = serve(t, a.mount);
 out:
-	disks_stop(t);
+	disks_stop(t);                  /* every disk Closing -> Closed */
+	xbdfront_domain_close(dom);     /* then the claim goes */
 	if (a.mount && a.mount == a.mount_buf)
 		(void)rmdir(a.mount);
 	xbd_platform_close(plat);

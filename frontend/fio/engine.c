@@ -11,15 +11,19 @@
  * completions back.  Nothing is synchronous behind fio's back; the
  * in-flight depth is fio's iodepth.
  *
- * Jobs and queues: one device per process, shared by every job thread
- * (--thread) and opened by the first job's init; job k drives queue
- * k % nr_queues, as blk-mq maps CPUs to hardware queues.  A domain has a
- * single claimer, so jobs run as processes (fio's default) cannot share a
- * disk: use --thread with numjobs > 1.
+ * Jobs and queues: one domain handle per domain and one device per disk
+ * in each fio process, shared by the job threads (--thread) that use
+ * them and opened by the first job's init; jobs may name different disks
+ * (xbd_vdev per job) of the same domain.  Among the jobs of one disk,
+ * job k drives queue k % nr_queues, as blk-mq maps CPUs to hardware
+ * queues.  A domain has a single claimer, so jobs run as processes (fio's
+ * default) cannot share a domain: the second one fails its init with a
+ * one-line message naming the claimer and --thread.
  *
- * Locks: engine_lock guards the device table and the job table; each job
+ * Locks: engine_lock guards the domain, device and job tables; each job
  * (struct job) is used only by its own fio thread.
- * Lifetime: a device is closed when the last job using it is cleaned up.
+ * Lifetime: a device is closed when the last job using it is cleaned up,
+ * its domain when its last device is.
  */
 #include <errno.h>
 #include <poll.h>
@@ -54,8 +58,16 @@ struct xbd_eo {
 	     *timeout, *platform;
 };
 
+struct shared_dom {
+	char key[256];                  /* domain, rundir and platform */
+	struct xbdfront_domain *dom;
+	unsigned int users;             /* shared_devs on it */
+	struct shared_dom *next;
+};
+
 struct shared_dev {
 	char key[256];                  /* domain, vdev and options */
+	struct shared_dom *sdom;        /* one user of it */
 	struct xbdfront_dev *dev;
 	unsigned int users, next_queue;
 	struct shared_dev *next;
@@ -80,6 +92,7 @@ struct job {
 };
 
 static pthread_mutex_t engine_lock = PTHREAD_MUTEX_INITIALIZER;
+static struct shared_dom *domains;      /* under engine_lock */
 static struct shared_dev *devices;      /* under engine_lock */
 static struct job *jobs;                /* under engine_lock */
 
@@ -130,7 +143,7 @@ static struct xbd_eo *find_eo(struct thread_data *td)
 
 static struct fio_option options[] = {
 	STR_OPT("xbd_domain", domain, "Local domain (name or id) this fio process becomes", NULL),
-	STR_OPT("xbd_vdev", vdev, "Virtual disk of the domain (xvdb, 51728...)", NULL),
+	STR_OPT("xbd_vdev", vdev, "Virtual disk of the domain (xvdb, 51728...), per job", NULL),
 	STR_OPT("xbd_rundir", rundir, "The local machine's directory ($XBD_RUNDIR)", NULL),
 	STR_OPT("xbd_platform", platform, "auto, local or xen", "auto"),
 	STR_OPT("xbd_max_queues", queues, "Queues to ask for (max_queues)", "4"),
@@ -177,14 +190,87 @@ static int opts_from(const struct xbd_eo *eo, struct xbdfront_opts *o)
 
 /* ---- the shared device ------------------------------------------------------ */
 
+/* The domain named by eo, resolved: 0 or -errno with a message. */
+static int resolve(const struct xbd_eo *eo, const struct xbdfront_opts *o, unsigned int *domid,
+		   pid_t *claimer)
+{
+	struct xbd_platform *plat = NULL;
+	struct xbd_domain_info info = { 0 };
+	enum xbd_platform_kind kind;
+	int rc;
+
+	rc = xbd_platform_kind_parse(o->platform ? o->platform : "auto", &kind);
+	rc = rc ? rc : xbd_platform_open(kind, o->rundir, &plat);
+	rc = rc ? rc : guest_resolve_domain(plat, eo->domain, domid);
+	if (!rc && !xbd_domain_get_info(plat, (xbd_domid_t)*domid, &info))
+		*claimer = info.claimed_by;
+	xbd_platform_close(plat);
+	if (rc)
+		fprintf(stderr, "xbd: domain %s: %s\n", eo->domain, strerror(-rc));
+	return rc;
+}
+
+/* The domain handle for eo, claimed on first use; engine_lock held. */
+static int domain_get(const struct xbd_eo *eo, const struct xbdfront_opts *o,
+		      struct shared_dom **out)
+{
+	struct shared_dom *sd;
+	unsigned int domid = 0;
+	pid_t claimer = 0;
+	char key[256];
+	int rc;
+
+	snprintf(key, sizeof(key), "%s|%s|%s", eo->domain, eo->rundir ? eo->rundir : "",
+		 o->platform ? o->platform : "");
+	for (sd = domains; sd && strcmp(sd->key, key); sd = sd->next)
+		;
+	if (sd)
+		goto found;
+	rc = resolve(eo, o, &domid, &claimer);
+	if (rc)
+		return rc;
+	sd = calloc(1, sizeof(*sd));
+	if (!sd)
+		return -ENOMEM;
+	rc = xbdfront_domain_open(domid, o, &sd->dom);
+	if (rc == -EBUSY)
+		fprintf(stderr, "xbd: domain %s is claimed by process %d: jobs of one fio run "
+			"sharing a domain must be threads (add --thread)\n", eo->domain,
+			(int)claimer);
+	else if (rc)
+		fprintf(stderr, "xbd: cannot claim domain %s: %s\n", eo->domain, strerror(-rc));
+	if (rc) {
+		free(sd);
+		return rc;
+	}
+	snprintf(sd->key, sizeof(sd->key), "%s", key);
+	sd->next = domains;
+	domains = sd;
+found:
+	sd->users++;                    /* dropped by domain_put() */
+	*out = sd;
+	return 0;
+}
+
+/* engine_lock held. */
+static void domain_put(struct shared_dom *sd)
+{
+	struct shared_dom **pp;
+
+	if (--sd->users)
+		return;
+	for (pp = &domains; *pp != sd; pp = &(*pp)->next)
+		;
+	*pp = sd->next;
+	xbdfront_domain_close(sd->dom);
+	free(sd);
+}
+
 /* The device for eo, opened on first use; engine_lock held. */
 static int device_get(const struct xbd_eo *eo, struct shared_dev **out)
 {
-	struct xbd_platform *plat = NULL;
-	enum xbd_platform_kind kind;
 	struct xbdfront_opts o;
 	struct shared_dev *sd;
-	unsigned int domid = 0;
 	char key[256];
 	int rc = opts_from(eo, &o);
 
@@ -196,22 +282,20 @@ static int device_get(const struct xbd_eo *eo, struct shared_dev **out)
 	for (sd = devices; sd; sd = sd->next)
 		if (!strcmp(sd->key, key))
 			goto found;
-	rc = xbd_platform_kind_parse(o.platform ? o.platform : "auto", &kind);
-	rc = rc ? rc : xbd_platform_open(kind, o.rundir, &plat);
-	rc = rc ? rc : guest_resolve_domain(plat, eo->domain, &domid);
-	xbd_platform_close(plat);
-	if (rc) {
-		fprintf(stderr, "xbd: domain %s: %s\n", eo->domain, strerror(-rc));
-		return rc;
-	}
 	sd = calloc(1, sizeof(*sd));
 	if (!sd)
 		return -ENOMEM;
-	rc = xbdfront_open(domid, eo->vdev, &o, &sd->dev);
+	rc = domain_get(eo, &o, &sd->sdom);
+	if (rc) {
+		free(sd);
+		return rc;
+	}
+	rc = xbdfront_open_in(sd->sdom->dom, eo->vdev, &o, &sd->dev);
 	if (rc) {
 		fprintf(stderr, "xbd: cannot open %s of domain %s: %s%s\n", eo->vdev, eo->domain,
-			strerror(-rc), rc == -EBUSY ? " (another process is the domain; "
-			"jobs sharing a disk need --thread)" : "");
+			strerror(-rc), rc == -EBUSY ? " (jobs of one disk need the same "
+			"xbd_max_* and xbd_feature_persistent options)" : "");
+		domain_put(sd->sdom);
 		free(sd);
 		return rc;
 	}
@@ -235,6 +319,7 @@ static void device_put(struct shared_dev *sd)
 		;
 	*pp = sd->next;
 	xbdfront_close(sd->dev);
+	domain_put(sd->sdom);
 	free(sd);
 }
 

@@ -56,12 +56,15 @@ class Guest:
             assert r.returncode == 0, (args, r.stdout, r.stderr)
         return r.stdout if check else r
 
-    def start_backend(self, name="blkback", queues=2):
+    def start_backend(self, name="blkback", queues=2, sysfs=None):
+        """xbd-blkback; sysfs: a directory for its sysfs-style tree
+        (none by default)."""
         self.backend = self.daemons.start(
             [binary("xbd-blkback"), "-N", "-p", "local", "-R", self.rundir,
              f"--max_queues={queues}", "--max_ring_page_order=2",
-             "--sysfs=none"],
-            name=name, env=self.env)
+             f"--sysfs={sysfs or 'none'}"],
+            name=name, env=self.env,
+            ready=(lambda: bool(mounted_under(sysfs))) if sysfs else None)
         return self.backend
 
     def disk(self, name="disk.img", size=64 << 20):
@@ -96,6 +99,31 @@ class Guest:
                            capture_output=True, text=True, cwd=self.rundir,
                            timeout=timeout, env=env or self.env)
         return r
+
+    def fio_under_backend_restart(self, args, env=None, ready=None):
+        """Start fio (terse output) with args, wait until ready() (default:
+        at once), give it half a second of I/O, SIGKILL the backend and
+        start a new one; returns fio's CompletedProcess."""
+        fio = subprocess.Popen(
+            [FIO, "--output-format=terse", "--terse-version=3",
+             "--verify_state_save=0", *args], cwd=self.rundir,
+            env=env or self.env, stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE, text=True)
+        try:
+            if ready:
+                wait_until(lambda: ready() or fio.poll() is not None,
+                           timeout=60, what="fio connected")
+            time.sleep(0.5)
+            assert fio.poll() is None, fio.communicate()
+            self.backend.stop(signal.SIGKILL)
+            time.sleep(0.3)
+            self.start_backend("blkback-2")
+            out, err = fio.communicate(timeout=180)
+        finally:
+            if fio.poll() is None:
+                fio.kill()
+                fio.wait()
+        return subprocess.CompletedProcess(fio.args, fio.returncode, out, err)
 
     def teardown(self):
         if self.blkfront:

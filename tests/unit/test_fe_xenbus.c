@@ -121,6 +121,7 @@ struct sb {
 	int result;                  /* first failure, 0 */
 	unsigned int handshakes;
 	unsigned int fe_ready;       /* frontend states to connect in */
+	bool refuse_first;           /* say Closed to the first rings (a restart) */
 	/* what the frontend published, as read by the backend */
 	unsigned int nq, order, ind;
 	char protocol[32];
@@ -162,6 +163,15 @@ static int sb_handshake(struct sb *s)
 	rc = xbd_xenbus_wait_state(s->xs, FE, s->fe_ready, 5000, &st);
 	if (rc)
 		return rc;
+	if (s->refuse_first) {
+		/* as a backend that restarted during the handshake: the
+		 * rings are its predecessor's, the frontend must start over */
+		s->refuse_first = false;
+		rc = xbd_xenbus_set_state(s->xs, BE, XenbusStateClosed);
+		if (!rc)
+			rc = xbd_xenbus_wait_state(s->xs, FE, 1u << XenbusStateInitialising, 5000, &st);
+		return rc ? rc : sb_handshake(s);
+	}
 	if (xbd_xs_read_uint(s->xs, XBT_NULL, FE, "multi-queue-num-queues", 1, 4, &s->nq))
 		s->nq = 1;
 	if (xbd_xs_read_uint(s->xs, XBT_NULL, FE, "ring-page-order", 0, 5, &s->order))
@@ -461,6 +471,71 @@ static void test_timeout(void **state)
 	fx_teardown(&f, true);
 }
 
+static pid_t claimer(struct fx *f)
+{
+	struct xbd_domain_info info;
+
+	assert_int_equal(xbd_domain_get_info(f->s.p, GUEST, &info), 0);
+	return info.claimed_by;
+}
+
+/* The domain handle: its devices share the claim, which lasts until both
+ * the handle and the last device are closed; the same disk cannot be
+ * opened twice in one domain, nor the domain claimed twice. */
+static void test_domain_handle(void **state)
+{
+	const struct offer o = { { { "multi-queue-max-queues", "2" } } };
+	struct xbdfront_domain *d = NULL, *d2 = NULL;
+	struct xbdfront_dev *again = NULL;
+	struct fx f;
+
+	(void)state;
+	fx_setup(&f, &o, true);
+	assert_int_equal(xbdfront_domain_open(XBD_DOMID_MAX + 1, &f.opts, &d), -EINVAL);
+	assert_int_equal(xbdfront_domain_open(GUEST + 5, &f.opts, &d), -ENOENT);
+	assert_null(d);
+	assert_int_equal(xbdfront_domain_open(GUEST, &f.opts, &d), 0);
+	assert_int_equal(xbdfront_domain_id(d), GUEST);
+	assert_int_equal(claimer(&f), getpid());
+	assert_int_equal(xbdfront_domain_open(GUEST, &f.opts, &d2), -EBUSY);
+	assert_int_equal(xbdfront_open(GUEST, "xvda", &f.opts, &again), -EBUSY);
+	assert_int_equal(xbdfront_open_in(d, "xvdb", &f.opts, &again), -ENOENT);
+	assert_int_equal(xbdfront_open_in(d, "xvda", &f.opts, &f.dev), 0);
+	assert_int_equal(xbdfront_open_in(d, "xvda", &f.opts, &again), -EBUSY);
+	assert_null(again);
+	assert_int_equal(fe_uint(&f, "state"), XenbusStateConnected);
+	/* the handle goes first: the device keeps the claim and works */
+	xbdfront_domain_close(d);
+	assert_int_equal(claimer(&f), getpid());
+	rw_check(&f, 65536, 65536, 7);
+	xbdfront_close(f.dev);
+	f.dev = NULL;
+	assert_int_equal(claimer(&f), 0);
+	assert_int_equal(fe_uint(&f, "state"), XenbusStateClosed);
+	fx_teardown(&f, false);
+}
+
+/* The backend restarts between our Initialised and its Connected: the
+ * open starts over on fresh rings and succeeds. */
+static void test_restart_during_handshake(void **state)
+{
+	const struct offer o = { { { "multi-queue-max-queues", "2" } } };
+	struct xbdfront_info info;
+	struct fx f;
+
+	(void)state;
+	fx_setup(&f, &o, false);
+	f.s.refuse_first = true;
+	assert_int_equal(pthread_create(&f.s.th, NULL, sb_main, &f.s), 0);
+	assert_int_equal(xbdfront_open(GUEST, "xvda", &f.opts, &f.dev), 0);
+	assert_int_equal(xbdfront_get_info(f.dev, &info), 0);
+	assert_int_equal(info.resets, 1);
+	assert_int_equal(info.nr_queues, 2);
+	assert_int_equal(__atomic_load_n(&f.s.handshakes, __ATOMIC_SEQ_CST), 1);
+	rw_check(&f, 4096, 65536, 8);
+	fx_teardown(&f, false);
+}
+
 struct cb_log {
 	int status;
 	unsigned int n;
@@ -551,6 +626,8 @@ int main(void)
 		cmocka_unit_test(test_negotiate_multi_queue),
 		cmocka_unit_test(test_negotiate_legacy_keys),
 		cmocka_unit_test(test_timeout),
+		cmocka_unit_test(test_domain_handle),
+		cmocka_unit_test(test_restart_during_handshake),
 		cmocka_unit_test(test_restart_reattach),
 		cmocka_unit_test(test_restart_after_failure),
 		cmocka_unit_test(test_restart_via_closed),
