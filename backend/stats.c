@@ -34,6 +34,8 @@ void be_stats_add_to(struct be_stats *sum, const struct be_stats *q)
 	sum->rd_sect += rd(&q->rd_sect);
 	sum->wr_sect += rd(&q->wr_sect);
 	sum->inflight += rd(&q->inflight);
+	sum->adopted += rd(&q->adopted);
+	sum->replayed_req += rd(&q->replayed_req);
 	for (unsigned int i = 0; i < BE_LAT_BUCKETS; i++)
 		sum->lat[i] += rd(&q->lat[i]);
 }

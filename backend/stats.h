@@ -16,6 +16,9 @@
  * that passed the range and read-only checks; rd_sect/wr_sect add the
  * 512-byte sectors of I/O as it is submitted (flush/barrier data counts as
  * written); oo_req counts requests that found no free pending slot.
+ * Ours: adopted is set once when the queue took over the ring of a dead
+ * backend (journal.h); replayed_req counts the journalled requests it
+ * re-ran then (they are also counted in rd_req/wr_req/... again).
  */
 #ifndef XBD_BACKEND_STATS_H
 #define XBD_BACKEND_STATS_H
@@ -28,6 +31,8 @@
 struct be_stats {
 	uint64_t oo_req, rd_req, wr_req, f_req, ds_req, rd_sect, wr_sect;
 	uint64_t inflight;      /* requests taken off the ring, not yet answered */
+	uint64_t adopted;       /* 1: this ring was adopted from a dead backend */
+	uint64_t replayed_req;  /* journalled requests re-run after adoption */
 	uint64_t lat[BE_LAT_BUCKETS];   /* completion latency histogram */
 };
 

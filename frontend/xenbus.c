@@ -337,6 +337,10 @@ void fe_xb_on_peer_state(struct fe_xb *xb, enum xenbus_state state)
 			detach(xb, "backend detached");
 			break;
 		}
+		if (xb->opts.no_recover) {     /* what Linux blkfront_closing does */
+			detach(xb, "backend closed (no-recover)");
+			break;
+		}
 		if (xb->phase != PH_WAITING) {
 			xb->phase = PH_WAITING;
 			xb->asked_probe = false;
