@@ -246,7 +246,7 @@ static enum xenbus_state restart_state(struct backend_dev *d, enum xenbus_state 
 	int rc;
 
 	if (xbd_xenbus_read_state(d->ctx->xs, XBT_NULL, d->fe_path, &fe))
-		return XenbusStateInitWait;
+		fe = XenbusStateUnknown;
 	if (fe == XenbusStateConnected && be == XenbusStateConnected) {
 		rc = adopt(d);
 		if (!rc) {
@@ -259,9 +259,9 @@ static enum xenbus_state restart_state(struct backend_dev *d, enum xenbus_state 
 		log_warn("%s: cannot adopt the rings (%s): closing them", d->be_path,
 			 strerror(-rc));
 	}
+	disconnect(d);       /* journals of a connection that is over: removed */
 	if (fe != XenbusStateInitialised && fe != XenbusStateConnected)
 		return XenbusStateInitWait;
-	disconnect(d);                /* the journals of rings we cannot take */
 	return XenbusStateClosed;
 }
 

@@ -238,3 +238,22 @@ def test_bad_journal_falls_back_to_closed(daemons, xenstored):
             w.wait()
     assert rc == 0, (out, err)
     assert out.startswith("verified "), out
+
+
+def test_stale_journals_are_ignored_and_removed(daemons, xenstored):
+    """Journals left in the run directory by some earlier machine: the
+    backend that probes the device (frontend not Connected) removes them
+    and the connection that follows writes its own."""
+    jdir = os.path.join(xenstored.rundir, "journal")
+    os.makedirs(jdir)
+    for q in (0, 1):
+        with open(os.path.join(xenstored.rundir, JOURNAL.format(q)), "wb") as f:
+            f.write(b"stale" * 1000)
+    be = blkback(daemons, xenstored, "blkback-0")
+    attach(xenstored, 32 << 20, "128M", 10)        # waits for InitWait
+    assert journals(xenstored) == []
+    w = writer(xenstored, "--no-recover", nbytes=16 << 20)
+    rc, out, err = finish(w, timeout=60)
+    assert rc == 0 and out.startswith("verified "), (out, err)
+    wait_for(lambda: journals(xenstored) == [], "journals removed on close")
+    assert "adopt" not in be.log_text()

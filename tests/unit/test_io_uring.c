@@ -481,6 +481,31 @@ static void test_replay_from_journal(void **state)
 	unlink(path);
 }
 
+/* A journalled request is validated again when it is re-run: one past
+ * the end of the disk is answered ERROR, with no I/O. */
+static void test_replayed_request_is_validated_again(void **state)
+{
+	struct fx *fx = *state;
+	static const struct blkif_request_segment s = { 0, 0, 7 };
+	struct be_replay plan = { .req_cons = 1, .n = 1 };
+	struct be_replay_ent e = { .slot = 0, .idx = 0 };
+
+	assert_int_equal(start_io(fx, &(struct storage_opts){ 0 }, fx->file, 0), 0);
+	fe_rw(&fx->fe, BLKIF_OP_WRITE, 77, DISK / 512, 1, &s);   /* the slot */
+	ring_fetch_req(&fx->ring, 0, &e.req);
+	plan.e = malloc(sizeof(e));
+	assert_non_null(plan.e);
+	*plan.e = e;
+	assert_int_equal(ring_adopt(&fx->ring, plan.req_cons), 0);
+	assert_int_equal(be_io_replay(&fx->io, &plan), 0);
+	assert_null(plan.e);                           /* the engine owns it */
+	fe_push(&fx->fe);
+	fe_wait(&fx->fe, 1);
+	check_id(&fx->fe, 77, BLKIF_OP_WRITE, BLKIF_RSP_ERROR);
+	assert_int_equal(fx->stats.replayed_req, 1);
+	assert_int_equal(fx->stats.wr_sect, 0);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -494,6 +519,8 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_loop_device_io, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_4k_sectors, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_replay_from_journal, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_replayed_request_is_validated_again, setup,
+						teardown),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
