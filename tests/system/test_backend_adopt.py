@@ -257,3 +257,31 @@ def test_stale_journals_are_ignored_and_removed(daemons, xenstored):
     assert rc == 0 and out.startswith("verified "), (out, err)
     wait_for(lambda: journals(xenstored) == [], "journals removed on close")
     assert "adopt" not in be.log_text()
+
+
+def test_kills_during_adoption_itself(daemons, xenstored):
+    """Ten SIGKILLs 0-100 ms apart, most of them while the new backend is
+    still starting, loading the journal or re-running it: the last one
+    adopts, the Linux-like writer never sees an error."""
+    rng = random.Random(int(os.environ.get("XBD_TEST_SEED", "1")))
+    be = blkback(daemons, xenstored, "blkback-0")
+    attach(xenstored, 32 << 20, "128M", 10)
+    w = writer(xenstored, "--no-recover", nbytes=512 << 20)
+    try:
+        wait_for(lambda: state(xenstored, FE) == "4", "frontend Connected")
+        time.sleep(0.3)
+        for n in range(1, 11):
+            be.stop(signal.SIGKILL)
+            be = blkback(daemons, xenstored, f"blkback-{n}")
+            time.sleep(rng.uniform(0.0, 0.1))
+        wait_for(lambda: "adopted 2 queue(s)" in be.log_text(),
+                 "the last restart adopts:\n" + be.log_text())
+        assert w.poll() is None, w.communicate()
+        rc, out, err = finish(w)
+    finally:
+        if w.poll() is None:
+            w.kill()
+            w.wait()
+    assert rc == 0, (out, err)
+    assert out.startswith("verified "), out
+    assert state(xenstored, BE) == "6"          # followed the frontend's close
