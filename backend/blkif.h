@@ -53,6 +53,7 @@ struct backend_dev {
 	unsigned int nr_queues, order;
 	enum ring_abi abi;
 	bool persistent;
+	uint64_t generation;             /* of the connection: xbd-generation */
 	struct be_queue *queues;         /* nr_queues of them while connected */
 };
 

@@ -116,10 +116,16 @@ out:
 
 /* ---- Answering ----------------------------------------------------------- */
 
+static unsigned int slot_of(const struct be_io *io, const struct be_pending *p)
+{
+	return (unsigned int)(p - io->slots);
+}
+
 /* The request is over: release its data, answer it, free its slot. */
 static void complete(struct be_io *io, struct be_pending *p, int status)
 {
 	struct be_stats *s = io->cfg.stats;
+	RING_IDX at = io->cfg.ring->rsp_prod_pvt;
 
 	if (p->mapped &&
 	    io->cfg.xport->unmap(io->cfg.xport_ctx, p, status == BLKIF_RSP_OKAY) &&
@@ -128,8 +134,12 @@ static void complete(struct be_io *io, struct be_pending *p, int status)
 	p->mapped = false;
 	be_stats_record_latency(s, now_ns() - p->start_ns);
 	be_stat_sub(&s->inflight, 1);
+	/* The journal brackets the response (journal.h): a crash anywhere in
+	 * here is resolved against the published rsp_prod on adoption. */
+	be_journal_answering(io->cfg.journal, slot_of(io, p), at);
 	ring_put_rsp(io->cfg.ring, p->v.id, p->v.rsp_op, (int16_t)status);
 	ring_publish_rsps(io->cfg.ring);     /* see ring.h: restart safety */
+	be_journal_answered(io->cfg.journal, slot_of(io, p), at + 1);
 	io->rsps_to_push = true;
 	p->next = io->free;
 	io->free = p;
@@ -297,12 +307,57 @@ static void dispatch(struct be_io *io, struct be_pending *p, const struct ring_r
 	submit_or_answer(io, p);
 }
 
+/* Adopted requests first, in ring order, under the same barrier rule. */
+static void replay(struct be_io *io)
+{
+	struct be_replay *rp = &io->replay;
+
+	while (io->replay_next < rp->n && !io->held && !io->barrier && !io->stopping) {
+		const struct be_replay_ent *e = &rp->e[io->replay_next++];
+
+		be_stat_add(&io->cfg.stats->replayed_req, 1);
+		dispatch(io, &io->slots[e->slot], &e->req);
+	}
+	if (io->replay_next == rp->n && rp->e)
+		be_replay_free(rp);
+}
+
+int be_io_replay(struct be_io *io, struct be_replay *plan)
+{
+	struct be_pending **pp;
+	bool *taken = calloc(io->nr_slots ? io->nr_slots : 1, sizeof(*taken));
+
+	if (!taken)
+		return -ENOMEM;
+	for (unsigned int i = 0; i < plan->n; i++) {
+		if (plan->e[i].slot >= io->nr_slots || taken[plan->e[i].slot]) {
+			free(taken);
+			return -EINVAL;
+		}
+		taken[plan->e[i].slot] = true;
+	}
+	for (pp = &io->free; *pp;) {          /* unlink the journalled slots */
+		if (taken[slot_of(io, *pp)])
+			*pp = (*pp)->next;
+		else
+			pp = &(*pp)->next;
+	}
+	free(taken);
+	io->replay = *plan;
+	io->replay_next = 0;
+	*plan = (struct be_replay){ 0 };
+	return 0;
+}
+
 /* Take what the ring holds, unless a barrier holds us back.  0 or -EIO. */
 static int consume(struct be_io *io)
 {
 	struct be_ring *r = io->cfg.ring;
 	struct ring_req in;
 
+	replay(io);
+	if (io->replay.e)
+		return 0;            /* a barrier among them: the rest wait */
 	while (!io->held && !io->barrier && !io->stopping) {
 		int n = ring_pending(r);
 
@@ -319,6 +374,7 @@ static int consume(struct be_io *io)
 			}
 			io->free = p->next;
 			ring_fetch_req(r, r->req_cons, &in);
+			be_journal_record(io->cfg.journal, slot_of(io, p), r->req_cons, &in);
 			/* The consumer index moves before the request's I/O
 			 * is submitted: once it is in io_uring its
 			 * completion may be answered at any moment, and a
@@ -466,6 +522,7 @@ void be_io_destroy(struct be_io *io)
 		io_uring_queue_exit(&io->uring);
 		io->uring_ready = false;
 	}
+	be_replay_free(&io->replay);
 	free(io->slots);
 	free(io->slot_mem);
 	io->slots = NULL;

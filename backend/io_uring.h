@@ -32,6 +32,7 @@
 #include <sys/uio.h>
 #include <liburing.h>
 
+#include "backend/journal.h"
 #include "backend/request.h"
 #include "backend/ring.h"
 #include "backend/stats.h"
@@ -90,6 +91,7 @@ struct be_io_cfg {
 	int evt_fd;                 /* readable when the frontend kicked */
 	int stop_fd;                /* readable when the queue must stop; -1: none */
 	struct be_stats *stats;     /* owned by the caller, written here */
+	struct be_journal *journal; /* in-flight journal (journal.h); NULL: none */
 };
 
 struct be_io {
@@ -107,10 +109,20 @@ struct be_io {
 	bool stopping;
 	bool rsps_to_push;
 	uint64_t last_tick_ns;
+	struct be_replay replay;    /* adopted requests to re-run, then the ring */
+	unsigned int replay_next;
 };
 
 /* 0 or -errno (-EINVAL for bad limits, io_uring setup errors, -ENOMEM). */
 int be_io_init(struct be_io *io, const struct be_io_cfg *cfg);
+
+/*
+ * Adoption: re-run plan's requests (their slots are taken as journalled)
+ * before anything new from the ring, in ring order.  Takes plan->e (the
+ * plan is left empty).  Call after be_io_init() and before the loop runs.
+ * 0, or -EINVAL for a slot out of range or used twice (nothing taken).
+ */
+int be_io_replay(struct be_io *io, struct be_replay *plan);
 
 /*
  * One turn of the queue loop: take what the ring holds, submit, wait up to

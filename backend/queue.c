@@ -8,6 +8,7 @@
 #include <sys/mman.h>
 
 #include "backend/queue.h"
+#include "log.h"
 
 /* ---- event channel, as the engine sees it (queue thread) -------------- */
 
@@ -80,13 +81,63 @@ static int open_handles(struct be_queue *q)
 	return q->stop_fd < 0 || q->done_fd < 0 ? -errno : 0;
 }
 
-static int start_engine(struct be_queue *q)
+/* ---- journal and adoption ----------------------------------------------- */
+
+static void journal_id(const struct be_queue_cfg *c, struct be_journal_id *id)
+{
+	memset(id, 0, sizeof(*id));
+	id->generation = c->generation;
+	id->fe_domid = c->frontend;
+	id->devid = c->devid;
+	id->queue = c->index;
+	id->nr_queues = c->nr_queues;
+	id->order = c->ring_order;
+	id->abi = c->abi;
+	id->persistent = c->persistent;
+	id->remote_port = c->remote_port;
+	for (unsigned int i = 0; i < 1u << c->ring_order; i++)
+		id->ring_refs[i] = c->ring_refs[i];
+}
+
+/* Fresh ring: a fresh journal (a failure only costs adoption later). */
+static void journal_create(struct be_queue *q)
+{
+	struct be_journal_id id;
+	int rc;
+
+	if (!q->cfg.journal_path)
+		return;
+	journal_id(&q->cfg, &id);
+	rc = be_journal_create(q->cfg.journal_path, &id, q->ring.nr_ents,
+			       q->ring.rsp_prod_pvt, &q->jr);
+	if (rc)
+		log_warn("%s: no journal (%s): a restart will reset this ring",
+			 q->cfg.journal_path, strerror(-rc));
+}
+
+/* Live ring: load the dead backend's journal and resume from it. */
+static int journal_adopt(struct be_queue *q, struct be_replay *plan)
+{
+	struct be_journal_id id;
+	int rc;
+
+	if (!q->cfg.journal_path)
+		return -ENOENT;
+	journal_id(&q->cfg, &id);
+	rc = be_journal_load(q->cfg.journal_path, &id, q->ring.nr_ents,
+			     q->ring.rsp_prod_pvt, plan, &q->jr);
+	if (!rc && ring_adopt(&q->ring, plan->req_cons))
+		rc = -EBADMSG;
+	return rc;
+}
+
+static int start_engine(struct be_queue *q, struct be_replay *plan)
 {
 	struct be_io_cfg io = {
 		.ring = &q->ring, .storage = q->cfg.storage, .limits = q->cfg.limits,
 		.xport = &gnt_xport_ops, .xport_ctx = &q->xport,
 		.evt = &ev_ops, .evt_ctx = q, .evt_fd = xbd_evtchn_fd(q->ev),
-		.stop_fd = q->stop_fd, .stats = &q->stats,
+		.stop_fd = q->stop_fd, .stats = &q->stats, .journal = q->jr,
 	};
 	int rc;
 
@@ -96,11 +147,16 @@ static int start_engine(struct be_queue *q)
 	q->xport_up = true;
 	rc = be_io_init(&q->io, &io);
 	q->io_up = !rc;
+	if (!rc && q->cfg.adopt) {
+		rc = be_io_replay(&q->io, plan);
+		be_stat_add(&q->stats.adopted, 1);
+	}
 	return rc;
 }
 
 int be_queue_start(struct be_queue *q, const struct be_queue_cfg *cfg)
 {
+	struct be_replay plan = { 0 };
 	int rc;
 
 	memset(q, 0, sizeof(*q));
@@ -117,8 +173,13 @@ int be_queue_start(struct be_queue *q, const struct be_queue_cfg *cfg)
 		q->local_port = rc;
 		rc = rc < 0 ? rc : 0;
 	}
+	if (!rc && cfg->adopt)
+		rc = journal_adopt(q, &plan);
+	else if (!rc)
+		journal_create(q);
 	if (!rc)
-		rc = start_engine(q);
+		rc = start_engine(q, &plan);
+	be_replay_free(&plan);
 	if (!rc) {
 		rc = -pthread_create(&q->thread, NULL, queue_main, q);
 		q->thread_up = !rc;
@@ -157,6 +218,8 @@ int be_queue_stop(struct be_queue *q)
 	if (q->xport_up && gnt_xport_destroy(&q->xport) && !rc)
 		rc = -EBUSY;
 	q->xport_up = false;
+	be_journal_close(q->jr);      /* the file stays: the caller decides */
+	q->jr = NULL;
 	if (q->ev && q->local_port >= 0)
 		xbd_evtchn_unbind(q->ev, (xbd_evtchn_port_t)q->local_port);
 	q->local_port = -1;

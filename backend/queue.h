@@ -14,8 +14,12 @@
  *     when the frontend breaks the ring, records result = -EIO and makes
  *     done_fd readable so the control thread can report it (be_fatal) and
  *     stop the queue; the other queues keep running;
+ *   - adoption (cfg->adopt): the same, but the ring is resumed where the
+ *     dead backend's journal says and its unanswered requests are handed
+ *     to the engine to re-run first (journal.h);
  *   - be_queue_stop() (control thread) signals stop, joins the thread,
- *     then undoes everything in reverse order.  Idempotent, and safe on a
+ *     then undoes everything in reverse order; the journal is unmapped,
+ *     its file left for the caller to keep (restart) or remove.  Idempotent, and safe on a
  *     queue whose start failed half-way or that is all zero (never started).
  *   - stats may be read by any thread (see stats.h).
  */
@@ -40,6 +44,14 @@ struct be_queue_cfg {
 	bool persistent;              /* feature-persistent negotiated */
 	const struct storage *storage;
 	struct req_limits limits;
+	/* The in-flight journal (journal.h): its file (NULL: no journal)
+	 * and the identity parts the queue does not know (the rest comes
+	 * from the fields above).  adopt: take over the live ring from the
+	 * journal instead of starting a fresh one. */
+	const char *journal_path;
+	uint64_t generation;
+	uint32_t devid, nr_queues;
+	bool adopt;
 };
 
 struct be_queue {
@@ -59,11 +71,15 @@ struct be_queue {
 	pthread_t thread;
 	bool thread_up;
 	int result;                   /* written by the thread before done_fd */
+	struct be_journal *jr;        /* written by the thread while it runs */
 	struct be_stats stats;
 };
 
 /* 0 or -errno: -EINVAL (bad order or limits), the platform's errors for
  * ring grants that do not map or a port that does not bind, -ENOMEM.
+ * With cfg->adopt, be_journal_load()'s errors too (-ENOENT, -ESTALE,
+ * -EBADMSG: no usable journal, the caller falls back).  Without, a
+ * journal that cannot be created is logged and the queue runs without.
  * On error the queue is stopped (nothing left behind). */
 int be_queue_start(struct be_queue *q, const struct be_queue_cfg *cfg);
 

@@ -261,6 +261,14 @@ int ring_attach(struct be_ring *r, void *sring, unsigned int order,
 	return 0;
 }
 
+int ring_adopt(struct be_ring *r, RING_IDX req_cons)
+{
+	if ((RING_IDX)(req_cons - r->rsp_prod_pvt) > r->nr_ents)
+		return -EINVAL;
+	r->req_cons = req_cons;
+	return 0;
+}
+
 int ring_pending(struct be_ring *r)
 {
 	RING_IDX prod, avail, outstanding;

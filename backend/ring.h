@@ -108,6 +108,15 @@ int ring_attach(struct be_ring *r, void *sring, unsigned int order,
 		enum ring_abi abi);
 
 /*
+ * Adoption (a restarted backend taking over a live ring, see journal.h):
+ * after ring_attach(), resume consuming at req_cons instead of rsp_prod;
+ * the req_cons - rsp_prod requests in between are the caller's to answer
+ * (it re-runs them from its journal).  0, or -EINVAL when req_cons is more
+ * than a ring ahead of rsp_prod.
+ */
+int ring_adopt(struct be_ring *r, RING_IDX req_cons);
+
+/*
  * Requests that can be fetched now: min(req_prod - req_cons, room left for
  * responses), with req_prod read once and a read barrier after it.
  * Returns that count (>= 0) or -EIO when the frontend's req_prod claims

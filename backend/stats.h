@@ -17,6 +17,9 @@
  * 512-byte sectors of I/O as it is submitted (flush/barrier data counts as
  * written); oo_req counts requests that found no free pending slot.
  * evt_in/evt_out (ours) count event-channel kicks taken and sent.
+ * Ours: adopted is set once when the queue took over the ring of a dead
+ * backend (journal.h); replayed_req counts the journalled requests it
+ * re-ran then (they are also counted in rd_req/wr_req/... again).
  */
 #ifndef XBD_BACKEND_STATS_H
 #define XBD_BACKEND_STATS_H
@@ -33,6 +36,8 @@ struct be_stats {
 	 * and notifications it sent (responses the frontend asked to hear
 	 * of); over rd_req + wr_req they are notifications per request */
 	uint64_t evt_in, evt_out;
+	uint64_t adopted;       /* 1: this ring was adopted from a dead backend */
+	uint64_t replayed_req;  /* journalled requests re-run after adoption */
 	uint64_t lat[BE_LAT_BUCKETS];   /* completion latency histogram */
 };
 

@@ -11,11 +11,18 @@
 #include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
+#include <time.h>
+#include <unistd.h>
+#include <sys/random.h>
 
+#include "backend/journal.h"
 #include "backend/tunables.h"
 #include "backend/xenbus.h"
+#include "log.h"
 
 /* ---- small helpers ---------------------------------------------------- */
+
+static int connect_rings(struct backend_dev *d, bool adopt);
 
 static void set_state(struct backend_dev *d, enum xenbus_state s)
 {
@@ -32,13 +39,32 @@ static bool online(const struct backend_dev *d)
 	       v == 1;
 }
 
-static void disconnect(struct backend_dev *d)
+static int journal_path(const struct backend_dev *d, unsigned int q, char *buf, size_t len)
+{
+	return be_journal_path(buf, len, xbd_platform_rundir(d->ctx->plat), d->ctx->self,
+			       d->fe_domid, d->devid, q);
+}
+
+/* Stop the queues; their journals stay (a restart adopts the rings). */
+static void stop_queues(struct backend_dev *d)
 {
 	for (unsigned int i = 0; d->queues && i < d->nr_queues; i++)
 		be_queue_stop(&d->queues[i]);
 	free(d->queues);
 	d->queues = NULL;
 	d->nr_queues = 0;
+}
+
+/* The connection is over: stop the queues and remove their journals. */
+static void disconnect(struct backend_dev *d)
+{
+	unsigned int n = d->nr_queues > d->max_queues ? d->nr_queues : d->max_queues;
+	char path[4096];
+
+	stop_queues(d);
+	for (unsigned int q = 0; q < n; q++)
+		if (!journal_path(d, q, path, sizeof(path)))
+			(void)unlink(path);
 }
 
 void be_fatal(struct backend_dev *d, int neg_errno, const char *fmt, ...)
@@ -179,28 +205,71 @@ static void snapshot_offer(struct backend_dev *d)
 }
 
 /*
- * A frontend already Initialised or Connected when we probe means a
- * backend died under it (we are its restart).  Its rings cannot be taken
- * over: responses are produced in completion order, so rsp_prod says
- * nothing about which requests the dead backend finished, and a response
- * it wrote but did not publish may have overwritten a request slot.  Only
- * the frontend knows what is in flight, so say Closed (online stays 1):
- * the frontend answers Closed, then Initialising on fresh rings, and
- * re-issues everything it had in flight (libxbdfront's recovery).
+ * Adoption: both ends Connected when we probe means a backend died under a
+ * working frontend and we are its restart.  Take the rings over as they
+ * are (the Linux xen-blkfront closes the disk on a backend Closed): read
+ * and check the frontend's keys as on a first connect, then each queue
+ * maps its ring, binds its port again and resumes from its journal,
+ * re-running the requests the dead backend took but never answered
+ * (journal.h says why the ring alone cannot tell which those are).
+ * 0: adopted, the state stays Connected.  Else -errno: no journal, or
+ * another connection's (xbd-generation, refs, ports...), or one that does
+ * not match the ring; everything started is stopped again.
  */
-static bool adopting_live_rings(const struct backend_dev *d)
+static int adopt(struct backend_dev *d)
+{
+	uint64_t gen;
+	int rc;
+
+	if (xbd_xs_read_u64(d->ctx->xs, XBT_NULL, d->be_path, "xbd-generation", 0,
+			    UINT64_MAX, &gen))
+		return -ENOENT;       /* connected by a backend without journals */
+	d->generation = gen;
+	rc = connect_rings(d, true);
+	if (rc && !d->fatal)
+		stop_queues(d);
+	return rc;
+}
+
+/*
+ * What to do with a frontend that is already past Initialising when we
+ * probe (we are a restart).  Both Connected: adopt.  When that fails, or
+ * the frontend is Initialised / Connected to a backend that was not: its
+ * rings cannot be taken over, so say Closed (online stays 1) and the
+ * frontend starts over on fresh rings (libxbdfront re-issues what it had
+ * in flight; the Linux driver closes the disk).  Returns the state to
+ * write, or XenbusStateConnected when adopted (already written).
+ */
+static enum xenbus_state restart_state(struct backend_dev *d, enum xenbus_state be)
 {
 	enum xenbus_state fe = XenbusStateUnknown;
+	int rc;
 
 	if (xbd_xenbus_read_state(d->ctx->xs, XBT_NULL, d->fe_path, &fe))
-		return false;
-	return fe == XenbusStateInitialised || fe == XenbusStateConnected;
+		fe = XenbusStateUnknown;
+	if (fe == XenbusStateConnected && be == XenbusStateConnected) {
+		rc = adopt(d);
+		if (!rc) {
+			log_info("%s: adopted %u queue(s) of a live frontend", d->be_path,
+				 d->nr_queues);
+			return XenbusStateConnected;
+		}
+		if (d->fatal)
+			return XenbusStateClosing;
+		log_warn("%s: cannot adopt the rings (%s): closing them", d->be_path,
+			 strerror(-rc));
+	}
+	disconnect(d);       /* journals of a connection that is over: removed */
+	if (fe != XenbusStateInitialised && fe != XenbusStateConnected)
+		return XenbusStateInitWait;
+	return XenbusStateClosed;
 }
 
 int be_dev_probe(const struct be_ctx *ctx, const char *be_path, struct backend_dev **out)
 {
 	struct backend_dev *d = calloc(1, sizeof(*d));
 	struct features f = { .d = d };
+	enum xenbus_state be = XenbusStateUnknown, next;
 	char target[1024];
 	int rc;
 
@@ -216,6 +285,8 @@ int be_dev_probe(const struct be_ctx *ctx, const char *be_path, struct backend_d
 		return rc;
 	}
 	*out = d;
+	/* Our state as the previous backend (if any) left it. */
+	(void)xbd_xenbus_read_state(ctx->xs, XBT_NULL, d->be_path, &be);
 	snapshot_offer(d);
 	rc = read_toolstack(d, target, sizeof(target));
 	if (rc)
@@ -231,7 +302,13 @@ int be_dev_probe(const struct be_ctx *ctx, const char *be_path, struct backend_d
 		be_fatal(d, rc, "writing features");
 		return rc;
 	}
-	set_state(d, adopting_live_rings(d) ? XenbusStateClosed : XenbusStateInitWait);
+	next = restart_state(d, be);
+	if (d->fatal)
+		return -EIO;
+	if (next == XenbusStateConnected)
+		d->state = next;      /* already written by the backend we replace */
+	else
+		set_state(d, next);
 	return 0;
 }
 
@@ -315,12 +392,17 @@ static void queue_cfg(const struct backend_dev *d, unsigned int i, struct be_que
 			.discard = discard_offered(d), .discard_secure = d->st.discard_secure,
 			.max_indirect_segs = d->max_indirect,
 		},
+		.generation = d->generation, .devid = d->devid, .nr_queues = d->nr_queues,
 	};
 }
 
-static int connect_rings(struct backend_dev *d)
+/* Read the frontend's keys and start every queue: on fresh rings, or
+ * (adopt) taking over the live rings of a dead backend.  0 or -errno;
+ * a failure to adopt is returned without be_fatal (the caller falls
+ * back), every other failure is reported through be_fatal. */
+static int connect_rings(struct backend_dev *d, bool adopt)
 {
-	char dir[BE_PATH_MAX + 24];
+	char dir[BE_PATH_MAX + 24], jpath[4096];
 	int rc = read_fe_common(d);
 
 	if (rc)
@@ -341,7 +423,14 @@ static int connect_rings(struct backend_dev *d)
 		rc = read_queue_keys(d, dir, &c);
 		if (rc)
 			return rc;
+		c.journal_path = journal_path(d, i, jpath, sizeof(jpath)) ? NULL : jpath;
+		c.adopt = adopt;
 		rc = be_queue_start(&d->queues[i], &c);
+		if (rc && adopt) {
+			log_warn("%s: queue %u: no journal to adopt its ring with (%s)",
+				 d->be_path, i, strerror(-rc));
+			return rc;
+		}
 		if (rc) {
 			be_fatal(d, rc, "mapping ring of queue %u or binding port %u",
 				 i, c.remote_port);
@@ -358,6 +447,8 @@ static int write_disk(struct xs_handle *xs, xs_transaction_t t, void *arg)
 	int rc;
 
 	rc = xbd_xs_printf(xs, t, p, "sectors", "%llu", (unsigned long long)(d->st.size >> 9));
+	rc = rc ? rc : xbd_xs_printf(xs, t, p, "xbd-generation", "%llu",
+				     (unsigned long long)d->generation);
 	rc = rc ? rc : xbd_xs_printf(xs, t, p, "info", "%u", d->read_only ? VDISK_READONLY : 0);
 	rc = rc ? rc : xbd_xs_printf(xs, t, p, "sector-size", "%u", d->st.logical_block);
 	rc = rc ? rc : xbd_xs_printf(xs, t, p, "physical-sector-size", "%u",
@@ -365,11 +456,16 @@ static int write_disk(struct xs_handle *xs, xs_transaction_t t, void *arg)
 	return rc;
 }
 
+/* A fresh connection: a new generation names its journals. */
 static void connect_dev(struct backend_dev *d)
 {
+	uint64_t gen = 0;
 	int rc;
 
-	if (connect_rings(d))
+	if (getrandom(&gen, sizeof(gen), 0) != sizeof(gen))
+		gen = (uint64_t)time(NULL) << 20 ^ (uint64_t)getpid();
+	d->generation = gen >> 1;      /* below 2^63: xenstore readers parse it */
+	if (connect_rings(d, false))
 		return;
 	rc = xbd_xs_transaction(d->ctx->xs, write_disk, d);
 	if (rc) {
@@ -434,8 +530,10 @@ int be_dev_changed(struct backend_dev *d)
 	enum xenbus_state fe = XenbusStateUnknown;
 	int rc;
 
-	if (xbd_xs_exists(xs, XBT_NULL, d->be_path, "state") != 1)
+	if (xbd_xs_exists(xs, XBT_NULL, d->be_path, "state") != 1) {
+		disconnect(d);
 		return BE_DEV_REMOVE;            /* our directory was removed */
+	}
 	if (xbd_xenbus_read_state(xs, XBT_NULL, d->fe_path, &fe))
 		fe = XenbusStateUnknown;         /* garbage reads as gone */
 	rc = on_peer_state(d, fe);
@@ -468,7 +566,12 @@ void be_dev_queue_done(struct backend_dev *d, unsigned int q)
 
 void be_dev_remove(struct backend_dev *d)
 {
-	disconnect(d);
+	/* Still Connected: we are stopping (SIGTERM), not the connection;
+	 * keep the journals so that our restart adopts the rings. */
+	if (d->state == XenbusStateConnected && !d->fatal)
+		stop_queues(d);
+	else
+		disconnect(d);
 	storage_close(&d->st);
 	dev_put(d);                           /* the table's, from be_dev_probe */
 }

@@ -67,6 +67,8 @@ struct xbdfront_opts {
 	unsigned int connect_timeout_ms;  /* default 10000 */
 	const char *platform;             /* "auto" (default), "local" or "xen" */
 	const char *rundir;               /* local platform dir; NULL: $XBD_RUNDIR */
+	bool no_recover;                  /* Linux-like: a backend that closes (not a
+					   * detach) closes the disk, no reconnect */
 };
 
 void xbdfront_opts_default(struct xbdfront_opts *o);

@@ -43,6 +43,8 @@ static const char usage[] =
 "  --ring-order N      ring-page-order to ask for, 0..5 (default 0)\n"
 "  --indirect N        indirect segments to ask for, 0 = off (default 32)\n"
 "  --no-persistent     do not offer feature-persistent\n"
+"  --no-recover        close the disk when the backend closes, as Linux\n"
+"                      xen-blkfront does (no reconnect on fresh rings)\n"
 "  --abi x86_64|x86_32 ring layout (default native)\n"
 "  --bytes N           verify: bytes to write in all (default 4194304)\n"
 "  --seed N            verify: pattern and offset seed (default 1)\n"
@@ -71,7 +73,7 @@ struct args {
 
 enum { O_RUNDIR = 256, O_PLATFORM, O_TIMEOUT, O_QUEUES, O_ORDER, O_INDIRECT,
        O_NOPERS, O_ABI, O_BYTES, O_SEED, O_RW, O_BS, O_QD, O_SECONDS, O_ZC,
-       O_OFFSET, O_LENGTH, O_SECURE };
+       O_OFFSET, O_LENGTH, O_SECURE, O_NORECOVER };
 
 static const struct option longopts[] = {
 	{ "rundir", required_argument, NULL, O_RUNDIR },
@@ -81,6 +83,7 @@ static const struct option longopts[] = {
 	{ "ring-order", required_argument, NULL, O_ORDER },
 	{ "indirect", required_argument, NULL, O_INDIRECT },
 	{ "no-persistent", no_argument, NULL, O_NOPERS },
+	{ "no-recover", no_argument, NULL, O_NORECOVER },
 	{ "abi", required_argument, NULL, O_ABI },
 	{ "bytes", required_argument, NULL, O_BYTES },
 	{ "seed", required_argument, NULL, O_SEED },
@@ -117,6 +120,7 @@ static int set_opt(struct args *a, int c, const char *v)
 	case O_RUNDIR: a->opts.rundir = v; return 0;
 	case O_PLATFORM: a->opts.platform = v; return 0;
 	case O_NOPERS: a->opts.persistent = false; return 0;
+	case O_NORECOVER: a->opts.no_recover = true; return 0;
 	case O_ZC: a->zero_copy = true; return 0;
 	case O_SECURE: a->secure = true; return 0;
 	case O_RW:

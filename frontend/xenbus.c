@@ -382,6 +382,10 @@ void fe_xb_on_peer_state(struct fe_xb *xb, enum xenbus_state state)
 			detach(xb, "backend detached");
 			break;
 		}
+		if (xb->opts.no_recover) {     /* what Linux blkfront_closing does */
+			detach(xb, "backend closed (no-recover)");
+			break;
+		}
 		if (xb->phase != PH_WAITING) {
 			xb->phase = PH_WAITING;
 			xb->asked_probe = false;
@@ -808,8 +812,10 @@ static int handshake(struct fe_xb *xb)
 		if (st == XenbusStateConnected)
 			return finish(xb);
 		/* Closing is the backend refusing us (its error node says
-		 * why); Closed may be a restart: start over, a few times. */
-		if (st != XenbusStateClosed || tries == HANDSHAKE_TRIES || renegotiate(xb))
+		 * why); Closed may be a restart: start over, a few times,
+		 * unless we behave as Linux blkfront does (no_recover). */
+		if (st != XenbusStateClosed || xb->opts.no_recover ||
+		    tries == HANDSHAKE_TRIES || renegotiate(xb))
 			return fatal(xb, -ENODEV, "backend went %s instead of Connected",
 				     xbd_xenbus_state_name(st));
 	}

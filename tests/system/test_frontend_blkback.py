@@ -95,8 +95,9 @@ def test_writer_survives_backend_stop_and_start(daemons, xenstored):
 
 def test_writer_survives_backend_kill(daemons, xenstored):
     """SIGKILL leaves answered-but-unpublished and out-of-order responses
-    behind; the restarted backend says Closed instead of adopting those
-    rings and the frontend re-issues what was in flight on fresh ones."""
+    behind; the restarted backend adopts the rings and re-runs what its
+    journal says was never answered (test_backend_adopt.py has the
+    frontend that cannot recover any other way)."""
     writer_survives_restart(daemons, xenstored, signal.SIGKILL)
 
 

@@ -426,6 +426,88 @@ static void test_4k_sectors(void **state)
 	assert_memory_equal(got, page(fx, 0), 4096);
 }
 
+/*
+ * Adoption: a dead backend took requests 1 and 2 off the ring and never
+ * answered them (its journal says so); request 3 is still on the ring.
+ * The engine re-runs 1 and 2 from the journal in their journalled slots,
+ * then takes 3, and the journal ends up empty.
+ */
+static void test_replay_from_journal(void **state)
+{
+	struct fx *fx = *state;
+	static const struct blkif_request_segment s[3] = {
+		{ 0, 0, 7 }, { 1, 0, 7 }, { 2, 0, 7 } };
+	struct be_journal_id id = { .generation = 1, .fe_domid = 1 };
+	struct be_journal *j = NULL;
+	struct be_replay plan;
+	struct ring_req rq;
+	char path[96];
+	uint8_t got[4096];
+
+	assert_int_equal(start_io(fx, &(struct storage_opts){ 0 }, fx->file, 0), 0);
+	for (unsigned int g = 0; g < 3; g++) {
+		fill(page(fx, g), 4096, g + 20);
+		fe_rw(&fx->fe, BLKIF_OP_WRITE, g + 1, 8 * g, 1, &s[g]);
+	}
+	snprintf(path, sizeof(path), "%s.journal", fx->file);
+	assert_int_equal(be_journal_create(path, &id, fx->ring.nr_ents, 0, &j), 0);
+	for (unsigned int i = 0; i < 2; i++) {      /* what the dead one took */
+		ring_fetch_req(&fx->ring, i, &rq);
+		be_journal_record(j, 5 - i, i, &rq);
+	}
+	be_journal_close(j);
+
+	assert_int_equal(be_journal_load(path, &id, fx->ring.nr_ents, 0, &plan, &j), 0);
+	assert_int_equal(plan.n, 2);
+	assert_int_equal(ring_adopt(&fx->ring, plan.req_cons), 0);
+	assert_int_equal(be_io_replay(&fx->io, &plan), 0);
+	fx->io.cfg.journal = j;
+	fe_push(&fx->fe);
+	fe_wait(&fx->fe, 3);
+	for (unsigned int g = 0; g < 3; g++) {
+		check_id(&fx->fe, g + 1, BLKIF_OP_WRITE, BLKIF_RSP_OKAY);
+		assert_int_equal(pread(fx->fd, got, 4096, 4096 * g), 4096);
+		assert_memory_equal(got, page(fx, g), 4096);
+	}
+	assert_int_equal(fx->stats.replayed_req, 2);
+	assert_int_equal(fx->stats.wr_req, 3);
+	be_io_destroy(&fx->io);
+	fx->io_up = false;
+	be_journal_close(j);
+	/* every answer published and cleared: nothing left to re-run */
+	assert_int_equal(be_journal_load(path, &id, fx->ring.nr_ents, 3, &plan, &j), 0);
+	assert_int_equal(plan.n, 0);
+	assert_int_equal(plan.req_cons, 3);
+	be_replay_free(&plan);
+	be_journal_close(j);
+	unlink(path);
+}
+
+/* A journalled request is validated again when it is re-run: one past
+ * the end of the disk is answered ERROR, with no I/O. */
+static void test_replayed_request_is_validated_again(void **state)
+{
+	struct fx *fx = *state;
+	static const struct blkif_request_segment s = { 0, 0, 7 };
+	struct be_replay plan = { .req_cons = 1, .n = 1 };
+	struct be_replay_ent e = { .slot = 0, .idx = 0 };
+
+	assert_int_equal(start_io(fx, &(struct storage_opts){ 0 }, fx->file, 0), 0);
+	fe_rw(&fx->fe, BLKIF_OP_WRITE, 77, DISK / 512, 1, &s);   /* the slot */
+	ring_fetch_req(&fx->ring, 0, &e.req);
+	plan.e = malloc(sizeof(e));
+	assert_non_null(plan.e);
+	*plan.e = e;
+	assert_int_equal(ring_adopt(&fx->ring, plan.req_cons), 0);
+	assert_int_equal(be_io_replay(&fx->io, &plan), 0);
+	assert_null(plan.e);                           /* the engine owns it */
+	fe_push(&fx->fe);
+	fe_wait(&fx->fe, 1);
+	check_id(&fx->fe, 77, BLKIF_OP_WRITE, BLKIF_RSP_ERROR);
+	assert_int_equal(fx->stats.replayed_req, 1);
+	assert_int_equal(fx->stats.wr_sect, 0);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -438,6 +520,9 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_stop_and_wait_for_kick, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_loop_device_io, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_4k_sectors, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_replay_from_journal, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_replayed_request_is_validated_again, setup,
+						teardown),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -1,0 +1,287 @@
+# SPDX-License-Identifier: MIT
+"""A restarted xbd-blkback adopts the rings of a Connected frontend
+(Documentation/backend.md, "Restart"): a frontend that never reconnects
+(xbdfront-io --no-recover, which closes the disk on a backend Closed as
+Linux xen-blkfront does) keeps a verified workload running while the
+backend is SIGKILLed and restarted at random moments, its state never
+leaves Connected, and the journals go away on detach.  A corrupt, foreign
+or missing journal falls back to the Closed scheme without a crash."""
+import os
+import random
+import signal
+import subprocess
+import threading
+import time
+
+from conftest import binary, sanitizer_env
+from frontend_fixtures import BE, FE, attach, frontend_argv, xbd
+from xenstored_fixtures import xenstored  # noqa: F401
+
+JOURNAL = "journal/vbd-0-1-51712.q{}"
+
+
+def blkback(daemons, xd, name):
+    return daemons.start([binary("xbd-blkback"), "-N", "-p", "local", "-R",
+                          xd.rundir, "-l", "info", "--max_queues=2",
+                          "--max_ring_page_order=2", "--sysfs=none"],
+                         name=name, env=xd.env)
+
+
+class StateWatch:
+    """Records every write to the frontend's and the backend's state node
+    (a xenstore watch: no change can slip between two polls)."""
+
+    def __init__(self, xd):
+        self.conn = xd.conn()
+        self.seen = []
+        self.stop = threading.Event()
+        for path in (FE + "/state", BE + "/state"):
+            self.conn.call("WATCH", path, "adopt")
+            self.conn.event()               # the one every watch fires at once
+        self.thread = threading.Thread(target=self.run, daemon=True)
+        self.thread.start()
+
+    def run(self):
+        while not self.stop.is_set():
+            try:
+                path, _ = self.conn.event(timeout=0.1)
+            except (OSError, TimeoutError):
+                continue
+            path = path.decode()
+            self.seen.append((path, self.conn.read(path).rstrip(b"\0").decode()))
+
+    def close(self):
+        self.stop.set()
+        self.thread.join(5)
+        self.conn.close()
+        return self.seen
+
+
+def writer(xd, *opts, nbytes=1 << 30):
+    return subprocess.Popen(
+        frontend_argv(xd, "--timeout", "10000", "--queues", "2",
+                      "--ring-order", "2", *opts, "--bytes", str(nbytes),
+                      "--seed", "7", "1", "xvda", "verify"),
+        env=sanitizer_env(xd.env), stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE, text=True)
+
+
+def finish(w, timeout=180):
+    try:
+        out, err = w.communicate(timeout=timeout)
+    finally:
+        if w.poll() is None:
+            w.kill()
+            w.wait()
+    return w.returncode, out, err
+
+
+def stats(xd, be):
+    """The vbd's line of the SIGUSR1 statistics dump, as a dict."""
+    path = os.path.join(xd.rundir, "xbd-blkback.stats")
+    if os.path.exists(path):
+        os.unlink(path)
+    be.proc.send_signal(signal.SIGUSR1)
+    deadline = time.monotonic() + 10
+    while time.monotonic() < deadline:
+        if os.path.exists(path):
+            with open(path) as f:
+                line = f.read()
+            if line.endswith("\n"):
+                words = line.split()[1:]
+                return {k: v for k, v in zip(words[0::2], words[1::2])}
+        time.sleep(0.02)
+    raise AssertionError("no statistics dump")
+
+
+def wait_for(cond, what, timeout=10):
+    deadline = time.monotonic() + timeout
+    while not cond():
+        assert time.monotonic() < deadline, what
+        time.sleep(0.02)
+
+
+def state(xd, node):
+    c = xd.conn()
+    try:
+        return c.read(node + "/state").rstrip(b"\0").decode()
+    finally:
+        c.close()
+
+
+def journals(xd):
+    d = os.path.join(xd.rundir, "journal")
+    return sorted(os.listdir(d)) if os.path.isdir(d) else []
+
+
+def test_sigkill_restarts_are_invisible_to_a_frontend_that_never_recovers(
+        daemons, xenstored):
+    rng = random.Random(int(os.environ.get("XBD_TEST_SEED", "1")))
+    be = blkback(daemons, xenstored, "blkback-0")
+    attach(xenstored, 32 << 20, "128M", 10)
+    w = writer(xenstored, "--no-recover")
+    watch = None
+    replayed = 0
+    try:
+        wait_for(lambda: journals(xenstored) == [JOURNAL.format(0)[8:],
+                                                  JOURNAL.format(1)[8:]],
+                 "a journal per queue once connected")
+        wait_for(lambda: state(xenstored, FE) == state(xenstored, BE) == "4",
+                 "both ends Connected")
+        watch = StateWatch(xenstored)
+        for n in range(1, 6):
+            time.sleep(rng.uniform(0.2, 0.7))
+            assert w.poll() is None, w.communicate()
+            be.stop(signal.SIGTERM if n == 3 else signal.SIGKILL)
+            time.sleep(rng.uniform(0.0, 0.3))      # the frontend goes on pushing
+            be = blkback(daemons, xenstored, f"blkback-{n}")
+            wait_for(lambda: "adopted 2 queue(s)" in be.log_text(),
+                     f"restart {n} adopts:\n" + be.log_text())
+            s = stats(xenstored, be)
+            assert s["adopted"] == "2", s
+            replayed += int(s["replayed_req"])
+        rc, out, err = finish(w)
+        seen = watch.close()
+        watch = None
+    finally:
+        if watch:
+            watch.close()
+        if w.poll() is None:
+            w.kill()
+            w.wait()
+    assert rc == 0, (out, err)
+    assert out.startswith("verified "), out
+    # The first write to either state node is the frontend's own close at
+    # the end: no Closed, InitWait or Initialising from any restart.
+    assert seen and seen[0][0] == FE + "/state" and seen[0][1] in ("5", "6"), seen
+    print(f"requests re-run over 5 restarts: {replayed}")
+    # The frontend closed: the connection and its journals are gone.
+    wait_for(lambda: journals(xenstored) == [], "journals removed on close")
+    xbd(xenstored, "block-detach", "1", "xvda", "--timeout", "10")
+    assert journals(xenstored) == []
+    assert "cannot adopt" not in be.log_text()
+
+
+def test_without_adoption_the_no_recover_frontend_loses_its_disk(daemons, xenstored):
+    """The control for the test above: the same frontend against a restart
+    that must reset the rings (its journals removed) fails its I/O."""
+    be = blkback(daemons, xenstored, "blkback-0")
+    attach(xenstored, 32 << 20, "128M", 10)
+    w = writer(xenstored, "--no-recover", nbytes=256 << 20)
+    try:
+        wait_for(lambda: len(journals(xenstored)) == 2, "journals")
+        time.sleep(0.5)
+        be.stop(signal.SIGKILL)
+        for j in journals(xenstored):
+            os.unlink(os.path.join(xenstored.rundir, "journal", j))
+        be = blkback(daemons, xenstored, "blkback-1")
+        rc, out, err = finish(w, timeout=60)
+    finally:
+        if w.poll() is None:
+            w.kill()
+            w.wait()
+    assert rc != 0 and "verified" not in out, (out, err)
+    assert "cannot adopt the rings" in be.log_text()
+
+
+def corrupt_garbage(xd, path):
+    with open(path, "r+b") as f:
+        f.seek(300)
+        f.write(bytes(random.Random(3).getrandbits(8) for _ in range(4096)))
+
+
+def corrupt_header(xd, path):
+    with open(path, "r+b") as f:
+        f.write(b"\xff" * 8)
+
+
+def truncate(xd, path):
+    os.truncate(path, 100)
+
+
+def foreign_generation(xd, path):
+    c = xd.conn()
+    try:
+        c.write(BE + "/xbd-generation", "12345")
+    finally:
+        c.close()
+
+
+def test_bad_journal_falls_back_to_closed(daemons, xenstored):
+    """Each kind of bad journal: the restarted backend refuses to adopt,
+    says Closed, and the (recovering) frontend goes on with fresh rings;
+    no crash, the data verified."""
+    be = blkback(daemons, xenstored, "blkback-0")
+    attach(xenstored, 32 << 20, "128M", 10)
+    w = writer(xenstored)
+    kinds = (corrupt_garbage, corrupt_header, truncate, foreign_generation)
+    try:
+        for n, spoil in enumerate(kinds, 1):
+            wait_for(lambda: len(journals(xenstored)) == 2, "journals")
+            time.sleep(0.3)
+            assert w.poll() is None, w.communicate()
+            be.stop(signal.SIGKILL)
+            spoil(xenstored, os.path.join(xenstored.rundir, JOURNAL.format(0)))
+            be = blkback(daemons, xenstored, f"blkback-{n}")
+            wait_for(lambda: "cannot adopt the rings" in be.log_text(),
+                     f"{spoil.__name__}: fallback\n" + be.log_text())
+            # fresh rings: the frontend reconnected (not adopted)
+            wait_for(lambda: state(xenstored, BE) == state(xenstored, FE) == "4",
+                     f"{spoil.__name__}: reconnected")
+            assert "adopted" not in be.log_text()
+        be.stop(signal.SIGTERM)
+        be = blkback(daemons, xenstored, "blkback-last")
+        rc, out, err = finish(w)
+    finally:
+        if w.poll() is None:
+            w.kill()
+            w.wait()
+    assert rc == 0, (out, err)
+    assert out.startswith("verified "), out
+
+
+def test_stale_journals_are_ignored_and_removed(daemons, xenstored):
+    """Journals left in the run directory by some earlier machine: the
+    backend that probes the device (frontend not Connected) removes them
+    and the connection that follows writes its own."""
+    jdir = os.path.join(xenstored.rundir, "journal")
+    os.makedirs(jdir)
+    for q in (0, 1):
+        with open(os.path.join(xenstored.rundir, JOURNAL.format(q)), "wb") as f:
+            f.write(b"stale" * 1000)
+    be = blkback(daemons, xenstored, "blkback-0")
+    attach(xenstored, 32 << 20, "128M", 10)        # waits for InitWait
+    assert journals(xenstored) == []
+    w = writer(xenstored, "--no-recover", nbytes=16 << 20)
+    rc, out, err = finish(w, timeout=60)
+    assert rc == 0 and out.startswith("verified "), (out, err)
+    wait_for(lambda: journals(xenstored) == [], "journals removed on close")
+    assert "adopt" not in be.log_text()
+
+
+def test_kills_during_adoption_itself(daemons, xenstored):
+    """Ten SIGKILLs 0-100 ms apart, most of them while the new backend is
+    still starting, loading the journal or re-running it: the last one
+    adopts, the Linux-like writer never sees an error."""
+    rng = random.Random(int(os.environ.get("XBD_TEST_SEED", "1")))
+    be = blkback(daemons, xenstored, "blkback-0")
+    attach(xenstored, 32 << 20, "128M", 10)
+    w = writer(xenstored, "--no-recover", nbytes=512 << 20)
+    try:
+        wait_for(lambda: state(xenstored, FE) == "4", "frontend Connected")
+        time.sleep(0.3)
+        for n in range(1, 11):
+            be.stop(signal.SIGKILL)
+            be = blkback(daemons, xenstored, f"blkback-{n}")
+            time.sleep(rng.uniform(0.0, 0.1))
+        wait_for(lambda: "adopted 2 queue(s)" in be.log_text(),
+                 "the last restart adopts:\n" + be.log_text())
+        assert w.poll() is None, w.communicate()
+        rc, out, err = finish(w)
+    finally:
+        if w.poll() is None:
+            w.kill()
+            w.wait()
+    assert rc == 0, (out, err)
+    assert out.startswith("verified "), out
+    assert state(xenstored, BE) == "6"          # followed the frontend's close
