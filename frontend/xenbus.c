@@ -488,23 +488,51 @@ static int create_queues(struct fe_xb *xb)
 	return rc ? fatal(xb, rc, "allocating %u rings of order %u", par.nqueues, par.order) : 0;
 }
 
+/*
+ * A backend that restarts while we connect (the toolstack's `online` is
+ * still 1) says Closing or Closed so that we start over: Closed, wait for
+ * its Closed, Initialising, wait for its offer.  Our rings are still
+ * unused, so initialise() publishes the same ones again.
+ */
+static int restart_handshake(struct fe_xb *xb)
+{
+	unsigned int online = 0;
+	int rc;
+
+	if (xbd_xs_read_uint(xb->xs, XBT_NULL, xb->be, "online", 0, 1, &online) || !online)
+		return -ENODEV;
+	rc = xbd_xenbus_set_state(xb->xs, xb->fe, XenbusStateClosed);
+	if (!rc)
+		rc = xbd_xenbus_wait_state(xb->xs, xb->be, 1u << XenbusStateClosed,
+					   (int)xb->opts.connect_timeout_ms, NULL);
+	if (!rc)
+		rc = xbd_xenbus_set_state(xb->xs, xb->fe, XenbusStateInitialising);
+	if (!rc)
+		rc = xbd_xenbus_wait_state(xb->xs, xb->be, 1u << XenbusStateInitWait,
+					   (int)xb->opts.connect_timeout_ms, NULL);
+	return rc;
+}
+
 /* Steps 5-7: publish, wait for Connected, read the disk. */
 static int handshake(struct fe_xb *xb)
 {
 	enum xenbus_state st;
 	unsigned int mask = 1u << XenbusStateConnected | 1u << XenbusStateClosing |
-			    1u << XenbusStateClosed;
+			    1u << XenbusStateClosed, tries = 0;
 	int rc;
 
-	rc = initialise(xb);
-	if (rc)
-		return rc;
-	rc = xbd_xenbus_wait_state(xb->xs, xb->be, mask, (int)xb->opts.connect_timeout_ms, &st);
-	if (rc == -ETIMEDOUT)
-		return fatal(xb, rc, "backend did not connect within %u ms (state %s)",
-			     xb->opts.connect_timeout_ms, xbd_xenbus_state_name(st));
-	if (rc)
-		return rc;
+	do {
+		rc = initialise(xb);
+		if (rc)
+			return rc;
+		rc = xbd_xenbus_wait_state(xb->xs, xb->be, mask,
+					   (int)xb->opts.connect_timeout_ms, &st);
+		if (rc == -ETIMEDOUT)
+			return fatal(xb, rc, "backend did not connect within %u ms (state %s)",
+				     xb->opts.connect_timeout_ms, xbd_xenbus_state_name(st));
+		if (rc)
+			return rc;
+	} while (st != XenbusStateConnected && ++tries <= 3 && !restart_handshake(xb));
 	if (st != XenbusStateConnected)
 		return fatal(xb, -ENODEV, "backend went %s instead of Connected",
 			     xbd_xenbus_state_name(st));
