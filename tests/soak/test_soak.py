@@ -144,30 +144,35 @@ def start_fio(soak, name, seconds):
 
 def test_concurrent_fio(soak, tmp_path):
     seconds = max(int(MINUTES * 60), 20)
-    fios = []
+    fios, disks = [], []
+    for g in range(GUESTS):
+        for d in range(DISKS):
+            name = f"g{g}d{d}"
+            domid = soak.m.create(name, "--memory", "32M")
+            disk = tmp_path / f"{name}.img"
+            with open(disk, "wb") as f:
+                f.truncate(16 << 20)
+            soak.m.ok("block-attach", domid, f"{disk},raw,xvda,w")
+            disks.append((name, domid))
     try:
-        for g in range(GUESTS):
-            for d in range(DISKS):
-                name = f"g{g}d{d}"
-                domid = soak.m.create(name, "--memory", "32M")
-                disk = tmp_path / f"{name}.img"
-                with open(disk, "wb") as f:
-                    f.truncate(16 << 20)
-                soak.m.ok("block-attach", domid, f"{disk},raw,xvda,w")
-                fios.append((name, start_fio(soak, name, seconds), domid))
+        # every job runs 30 s longer than the sampled period, so that all
+        # of them still run at the last sample however long connecting took
+        for name, domid in disks:
+            fios.append((name, start_fio(soak, name, seconds + 30), domid))
         t0 = time.monotonic()
         # the first sample once every disk is Connected and warm
         while not all(soak.m.read(f"/local/domain/0/backend/vbd/{d}/51712/state") == "4"
                       for _, _, d in fios):
-            assert time.monotonic() - t0 < 120, "disks do not connect"
+            assert time.monotonic() - t0 < 30, "disks do not connect"
             time.sleep(0.2)
+        t0 = time.monotonic()
         for when, at in (("start", 0.15), ("middle", 0.5), ("end", 0.95)):
             time.sleep(max(0.0, t0 + at * seconds - time.monotonic()))
             assert soak.grants()[1] == GUESTS * DISKS
             soak.sample(when)
         errors = []
         for name, p, _ in fios:
-            out, err = p.communicate(timeout=seconds + 300)
+            out, err = p.communicate(timeout=seconds + 330)
             line = [x for x in out.splitlines() if x.startswith("3;")]
             if p.returncode or not line or line[0].split(";")[4] != "0":
                 errors.append((name, p.returncode, err[-500:]))
