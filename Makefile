@@ -26,7 +26,7 @@ include $(wildcard $(addsuffix /module.mk,$(MODULES)))
 
 $(eval $(call finish_rules))
 
-.PHONY: all deps check check-xen demo bench fuzz install clean unit-tests system-tests
+.PHONY: all deps check check-xen demo bench fuzz soak install clean unit-tests system-tests
 .DEFAULT_GOAL := all
 
 all: $(ALL_TARGETS)
@@ -64,6 +64,15 @@ demo: deps
 bench: deps
 	@$(MAKE) --no-print-directory all
 	@XBD_BUILD=$(abspath build) sh bench/run.sh
+
+# soak: long leak hunts, not in check (tests/soak/test_soak.py): 1000
+# attach/detach cycles, 10 guests x 4 disks of fio verify for SOAK_MINUTES
+# (10), then the backend SIGKILLed XBD_FAULT_KILLS (50) times under fio.
+soak: deps
+	@$(MAKE) --no-print-directory all
+	@XBD_BUILD=$(abspath build) /usr/bin/python3 -m pytest -p no:cacheprovider -q -s tests/soak
+	@XBD_BUILD=$(abspath build) XBD_FAULT_KILLS=$${XBD_FAULT_KILLS:-50} \
+		/usr/bin/python3 -m pytest -p no:cacheprovider -q -s tests/system/test_faults_restart.py
 
 fuzz: deps
 	@$(MAKE) --no-print-directory -f tests/fuzz/Makefile.fuzz run

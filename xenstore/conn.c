@@ -9,6 +9,7 @@
  * A connection with quota.outstanding unread replies (privileged:
  * quota.priv_outstanding) is not read until it catches up, and no
  * connection gets more than IN_BUDGET requests per loop turn (fairness).
+ * Writes of unprivileged domains are paced (XSA-206, see wrl_take()).
  *
  * Output: replies and events are queued per connection and written with
  * non-blocking sends; a client that never reads only fills its own queue.
@@ -154,10 +155,69 @@ void conn_shutdown(void)
 	conn_reap();
 }
 
+static long long mono_ms(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return ts.tv_sec * 1000LL + ts.tv_nsec / 1000000;
+}
+
 static bool can_take_request(const struct conn *c)
 {
 	unsigned limit = c->priv ? quota.priv_outstanding : quota.outstanding;
-	return !c->dead && c->out_replies < limit;
+	return !c->dead && c->out_replies < limit &&
+	       !(c->throttle_until && mono_ms() < c->throttle_until);
+}
+
+/*
+ * XSA-206: a domain rewriting nodes as fast as it can would make every
+ * other client's transaction fail with EAGAIN, again and again.  So the
+ * writes (WRITE, MKDIR, RM, SET_PERMS) of an unprivileged domain, over all
+ * its connections, draw on a token bucket: quota.write_rate per second,
+ * quota.write_burst at most at once (cxenstored's defaults: 200/s, 10).
+ * Out of credit, the connection's input waits (not read, not processed,
+ * no error) until one write's worth has accrued; the main loop sleeps no
+ * longer than that (conn_throttle_wait()).
+ * Example, rate 200 and burst 10: ten writes at once pass, the eleventh
+ * waits 5 ms, and a steady flood gets one write every 5 ms.
+ */
+static bool is_write(uint32_t type)
+{
+	return type == XS_WRITE || type == XS_MKDIR || type == XS_RM || type == XS_SET_PERMS;
+}
+
+static bool wrl_take(struct conn *c)
+{
+	long long now, cap, rate = quota.write_rate;
+	struct domain *d;
+
+	if (c->priv || !rate || !(d = domain_get(c->domid, true)))
+		return true;
+	now = mono_ms();
+	cap = 1000LL * (quota.write_burst ? quota.write_burst : 1);
+	d->wrl_credit = d->wrl_last ? d->wrl_credit + (now - d->wrl_last) * rate : cap;
+	if (d->wrl_credit > cap)
+		d->wrl_credit = cap;
+	d->wrl_last = now;
+	if (d->wrl_credit >= 1000) {
+		d->wrl_credit -= 1000;
+		c->throttle_until = 0;
+		return true;
+	}
+	c->throttle_until = now + (1000 - d->wrl_credit + rate - 1) / rate;
+	return false;
+}
+
+int conn_throttle_wait(void)
+{
+	long long now = mono_ms(), first = -1;
+
+	for (struct conn *c = conns; c; c = c->next)
+		if (!c->dead && c->throttle_until &&
+		    (first < 0 || c->throttle_until < first))
+			first = c->throttle_until;
+	return first < 0 ? -1 : first <= now ? 0 : (int)(first - now);
 }
 
 void conn_update_events(struct conn *c)
@@ -351,6 +411,8 @@ static void conn_process_input(struct conn *c)
 		}
 		if (c->in_have - used < XS_HDR_SIZE + hdr.len)
 			break;
+		if (is_write(hdr.type) && !wrl_take(c))
+			break;
 		ops_process(c, &hdr, c->in + used + XS_HDR_SIZE);
 		if (c->dead)
 			return;
@@ -377,6 +439,10 @@ bool conn_run_backlog(void)
 	bool more = false;
 
 	for (struct conn *c = conns; c; c = c->next) {
+		if (c->throttle_until && mono_ms() >= c->throttle_until) {
+			c->throttle_until = 0;        /* credit again: read it */
+			conn_update_events(c);
+		}
 		if (!has_backlog(c))
 			continue;
 		conn_process_input(c);

@@ -31,6 +31,7 @@ struct quotas quota = {
 	.perms = 5, .path_len = XENSTORE_REL_PATH_MAX, .tx_nodes = 1024,
 	.outstanding = 20, .events = 1024, .event_timeout = 20,
 	.priv_events = 16384, .priv_outstanding = 1024, .connections = 16, .memory = 2621440,
+	.write_rate = 200, .write_burst = 10,
 };
 
 static const struct {
@@ -53,6 +54,8 @@ static const struct {
 	Q("priv-outstanding", priv_outstanding, "unread replies, privileged connection"),
 	Q("connections", connections, "connections per unprivileged domain"),
 	Q("memory", memory, "bytes of nodes and watches per domain"),
+	Q("write-rate", write_rate, "writes per second per domain, 0 = no limit"),
+	Q("write-burst", write_burst, "writes a domain may make at once"),
 #undef Q
 };
 #define NQUOTAS (sizeof(quota_names) / sizeof(quota_names[0]))

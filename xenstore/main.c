@@ -285,7 +285,10 @@ static void run_loop(int sfd)
 			last_expire = now_ms();
 		}
 		int save_wait = maybe_save(&last_save);
+		int throttle = conn_throttle_wait();
 		timeout = backlog ? 0 : save_wait >= 0 ? save_wait : 1000;
+		if (throttle >= 0 && throttle < timeout)
+			timeout = throttle;
 	}
 }
 

@@ -135,6 +135,8 @@ struct quotas {
 	unsigned priv_outstanding; /* unread replies, privileged conn */
 	unsigned connections;	/* connections per unprivileged domain */
 	unsigned memory;	/* bytes per domain (nodes + watches) */
+	unsigned write_rate;	/* writes per second per domain (0: no limit) */
+	unsigned write_burst;	/* writes a domain may make at once */
 };
 extern struct quotas quota;
 int quota_set(const char *name, const char *value);
@@ -161,6 +163,9 @@ struct domain {
 	unsigned watches;	/* watches of all its connections */
 	struct listener lis;	/* $rundir/dom<N>/xenstore.sock */
 	char *sock_path;	/* NULL when not listening */
+	/* XSA-206 write pacing (conn.c): credit in 1/1000 writes, and when
+	 * it was last topped up (CLOCK_MONOTONIC ms; 0: never) */
+	long long wrl_credit, wrl_last;
 };
 struct domain *domain_get(uint32_t domid, bool create);
 bool domain_exists(uint32_t domid);
@@ -198,6 +203,9 @@ struct conn {
 	struct txn *txns;
 	unsigned ntxns;
 	uint32_t next_txid;
+	/* CLOCK_MONOTONIC ms before which the next request (a write) may not
+	 * run: the domain is out of write credit (XSA-206); 0 when not */
+	long long throttle_until;
 };
 extern struct conn *conns;
 int conn_new(int fd, uint32_t domid, bool priv);
@@ -207,6 +215,8 @@ void conn_reap(void);
 void conn_handle(struct conn *c, uint32_t events);
 /* Process requests already buffered; true if work remains. */
 bool conn_run_backlog(void);
+/* ms until the first write-throttled connection may go on, or -1. */
+int conn_throttle_wait(void);
 int conn_send(struct conn *c, uint32_t type, uint32_t req_id, uint32_t tx_id,
 	      const void *data, uint32_t len);
 int conn_send_event(struct conn *c, const char *path, const char *token);

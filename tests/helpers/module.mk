@@ -10,3 +10,11 @@ xbd-test-hostile-front_SRCS := tests/helpers/hostile_front.c
 PROGS += xbd-test-eio-fs
 xbd-test-eio-fs_SRCS := tests/helpers/eio_fs.c
 xbd-test-eio-fs_LDLIBS := -lfuse3
+#   xbd-test-hostile-back   a backend that breaks the protocol on purpose,
+#                           for tests/system/test_hostile_backend.py
+PROGS += xbd-test-hostile-back
+xbd-test-hostile-back_SRCS := tests/helpers/hostile_back.c
+#   xbd-test-front-probe    a libxbdfront guest that checks its buffers after
+#                           a hostile backend's answers
+PROGS += xbd-test-front-probe
+xbd-test-front-probe_SRCS := tests/helpers/front_probe.c $(FRONTEND_LIB_SRCS)
