@@ -81,9 +81,9 @@ static void touch(struct devtab *t, const char *be_path, bool adopt)
 	unsigned int online = 0;
 
 	if (d) {
-		if (be_dev_changed(d) == BE_DEV_REMOVE)
-			drop(t, d);
-		return;
+		if (be_dev_changed(d) != BE_DEV_REMOVE)
+			return;
+		drop(t, d);   /* removed, or replaced by a new attach: probe */
 	}
 	if (xbd_xs_read_uint(t->ctx.xs, XBT_NULL, be_path, "online", 0, 1, &online) || !online ||
 	    xbd_xenbus_read_state(t->ctx.xs, XBT_NULL, be_path, &s) ||
@@ -162,8 +162,11 @@ int devtab_events(struct devtab *t)
 		if (!strcmp(token, TOKEN_FE)) {
 			struct backend_dev *d = find_fe(t, path);
 
-			if (d && be_dev_changed(d) == BE_DEV_REMOVE)
+			if (d && be_dev_changed(d) == BE_DEV_REMOVE) {
+				snprintf(dev, sizeof(dev), "%s", d->be_path);
 				drop(t, d);
+				touch(t, dev, false);   /* a new attach, if any */
+			}
 		} else if (device_path(t, path, dev, sizeof(dev)) == 0) {
 			touch(t, dev, false);
 		}

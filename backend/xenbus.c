@@ -528,11 +528,22 @@ int be_dev_changed(struct backend_dev *d)
 {
 	struct xs_handle *xs = d->ctx->xs;
 	enum xenbus_state fe = XenbusStateUnknown;
+	enum xenbus_state be = XenbusStateUnknown;
 	int rc;
 
 	if (xbd_xs_exists(xs, XBT_NULL, d->be_path, "state") != 1) {
 		disconnect(d);
 		return BE_DEV_REMOVE;            /* our directory was removed */
+	}
+	/* Only the toolstack writes Initialising, and only into a new
+	 * directory: a detach and a new attach of the same vdev happened
+	 * before we saw the removal.  Let this device go without writing
+	 * anything (the nodes are the new device's); the caller probes. */
+	if (!xbd_xenbus_read_state(xs, XBT_NULL, d->be_path, &be) &&
+	    be == XenbusStateInitialising && d->state != XenbusStateInitialising) {
+		log_info("%s: replaced by a new attach", d->be_path);
+		disconnect(d);
+		return BE_DEV_REMOVE;
 	}
 	if (xbd_xenbus_read_state(xs, XBT_NULL, d->fe_path, &fe))
 		fe = XenbusStateUnknown;         /* garbage reads as gone */

@@ -168,3 +168,35 @@ def test_4096_byte_sectors_on_a_loop_device(daemons, xenstored, tmp_path):
         xbd(xenstored, "block-detach", "1", "xvda", "--timeout", "10")
     finally:
         subprocess.run(["losetup", "-d", loop], check=False)
+
+
+def test_detach_and_attach_again_before_the_backend_looks(daemons, xenstored):
+    """block-detach then block-attach of the same vdev, both done while
+    xbd-blkback sleeps (SIGSTOP): when it wakes, the events of the old
+    device must not touch the new one's nodes, and the new disk (another
+    file, another size) is what the guest gets."""
+    be = blkback(daemons, xenstored)
+    attach(xenstored, 32 << 20, "128M", 10)
+    r = frontend(xenstored, "1", "xvda", "info")
+    assert r.returncode == 0, r.stderr
+    assert info(r.stdout)["sectors"] == str((32 << 20) // 512)
+    new = f"{xenstored.rundir}/disk-b.img"
+    with open(new, "wb") as f:
+        f.truncate(16 << 20)
+    be.proc.send_signal(signal.SIGSTOP)
+    try:
+        xbd(xenstored, "block-detach", "1", "xvda", "--timeout", "5000")
+        again = subprocess.Popen(
+            [binary("xbd"), "--platform", "local", "block-attach", "1",
+             f"vdev=xvda,target={new}", "--timeout", "20000"],
+            env=sanitizer_env(xenstored.env), stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE, text=True)
+        time.sleep(0.5)
+    finally:
+        be.proc.send_signal(signal.SIGCONT)
+    out, err = again.communicate(timeout=60)
+    assert again.returncode == 0, err
+    r = frontend(xenstored, "1", "xvda", "info")
+    assert r.returncode == 0, r.stderr
+    assert info(r.stdout)["sectors"] == str((16 << 20) // 512), r.stdout
+    assert "replaced by a new attach" in be.log_text()
