@@ -10,3 +10,7 @@ xbd-test-hostile-front_SRCS := tests/helpers/hostile_front.c
 PROGS += xbd-test-eio-fs
 xbd-test-eio-fs_SRCS := tests/helpers/eio_fs.c
 xbd-test-eio-fs_LDLIBS := -lfuse3
+#   xbd-test-xen-dd     dd-like steps through libxbdfront on one connection
+#                       (phase R of make check-xen, tests/system/test_xen_dd.py)
+PROGS += xbd-test-xen-dd
+xbd-test-xen-dd_SRCS := tests/helpers/xen_dd.c $(FRONTEND_LIB_SRCS)
