@@ -108,6 +108,17 @@ int fe_dev_connect(struct xbdfront_dev *dev, const struct fe_limits *lim,
 	return 0;
 }
 
+void fe_dev_set_persistent(struct xbdfront_dev *dev, bool persistent)
+{
+	unsigned int i;
+
+	for (i = 0; i < dev->par.nqueues; i++)
+		(void)fe_queue_set_persistent(dev->q[i], persistent);
+	pthread_mutex_lock(&dev->info_lock);
+	dev->par.persistent = persistent;
+	pthread_mutex_unlock(&dev->info_lock);
+}
+
 int fe_dev_reset(struct xbdfront_dev *dev, unsigned int order, enum fe_abi abi)
 {
 	unsigned int i;

@@ -52,6 +52,10 @@ int fe_dev_create(struct xbd_platform *plat, struct xbd_domain *dom,
 /* The backend is Connected with lim: every queue starts issuing. */
 int fe_dev_connect(struct xbdfront_dev *dev, const struct fe_limits *lim,
 		   unsigned int physical_sector_size);
+/* feature-persistent as negotiated at Connected (both sides offer it):
+ * what xbdfront_get_info reports; each queue's pool follows when it still
+ * can (fe_queue_set_persistent). */
+void fe_dev_set_persistent(struct xbdfront_dev *dev, bool persistent);
 /* Recovery: every queue takes its requests back and gets a fresh ring. */
 int fe_dev_reset(struct xbdfront_dev *dev, unsigned int order, enum fe_abi abi);
 struct fe_queue *fe_dev_queue(struct xbdfront_dev *dev, unsigned int i);

@@ -165,3 +165,13 @@ struct fe_page_ops fe_gntpool_ops(struct fe_gntpool *p)
 {
 	return (struct fe_page_ops){ ops_get, ops_put, p };
 }
+
+int fe_gntpool_set_persistent(struct fe_gntpool *p, bool persistent)
+{
+	if (p->persistent == persistent)
+		return 0;
+	if (p->granted || p->in_use)
+		return -EBUSY;
+	p->persistent = persistent;
+	return 0;
+}

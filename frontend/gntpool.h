@@ -3,7 +3,8 @@
  * Per-queue pool of pages granted to the backend, for data (bounce
  * buffers) and indirect segment lists.
  *
- * Two modes, fixed at creation (the negotiated feature-persistent):
+ * Two modes, chosen at creation and final once a page was handed out
+ * (the negotiated feature-persistent; fe_gntpool_set_persistent):
  *   persistent      pages are granted in batches of FE_GNTPOOL_BATCH and
  *                   stay granted until the pool is destroyed; free pages
  *                   are reused LIFO so the backend's persistent-grant
@@ -55,6 +56,14 @@ int fe_gntpool_create(struct xbd_gntshr *gs, xbd_domid_t remote, bool persistent
  * which frees them when it is closed.  Safe with NULL.
  */
 void fe_gntpool_destroy(struct fe_gntpool *p);
+
+/*
+ * Change the mode before any page was granted: Linux xen-blkback states
+ * its feature-persistent only when it connects, after the pool was made.
+ * 0, or -EBUSY once pages were granted in the other mode (the pool keeps
+ * it: bounce pages that stay granted are safe with any backend).
+ */
+int fe_gntpool_set_persistent(struct fe_gntpool *p, bool persistent);
 
 /* One page: 0, -EAGAIN at the cap, or the platform's -ENOMEM. */
 int fe_gntpool_get(struct fe_gntpool *p, struct fe_page *out);

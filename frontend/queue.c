@@ -687,3 +687,15 @@ void fe_queue_notify(struct fe_queue *q)
 		(void)xbd_evtchn_notify(q->evt, (xbd_evtchn_port_t)q->port);
 	pthread_mutex_unlock(&q->lock);
 }
+
+int fe_queue_set_persistent(struct fe_queue *q, bool persistent)
+{
+	int rc;
+
+	pthread_mutex_lock(&q->lock);
+	rc = fe_gntpool_set_persistent(q->pool, persistent);
+	if (!rc)
+		q->persistent = persistent;
+	pthread_mutex_unlock(&q->lock);
+	return rc;
+}

@@ -117,6 +117,9 @@ int fe_queue_fd(struct fe_queue *q);
  * -EINVAL for limits fe_limits_check refuses, -ENODEV if dead.
  */
 int fe_queue_connect(struct fe_queue *q, const struct fe_limits *lim);
+/* The backend's final word on feature-persistent (fe_gntpool_set_persistent):
+ * 0 or -EBUSY.  Call before fe_queue_connect(). */
+int fe_queue_set_persistent(struct fe_queue *q, bool persistent);
 
 /*
  * The backend went away: take every request off the ring (their I/Os wait

@@ -96,7 +96,6 @@ struct fe_xb {
 
 struct offer {
 	unsigned int max_queues, max_order;
-	bool persistent;
 };
 
 static unsigned int umin(unsigned int a, unsigned int b)
@@ -160,7 +159,6 @@ static void read_offer(struct fe_xb *xb, struct offer *o)
 	pages = read_opt(xb, "max-ring-pages", 1, 1, 1u << FE_RING_MAX_ORDER);
 	if ((unsigned int)__builtin_ctz(pages) > o->max_order && !(pages & (pages - 1)))
 		o->max_order = (unsigned int)__builtin_ctz(pages);
-	o->persistent = read_opt(xb, "feature-persistent", 0, 0, 1);
 }
 
 /* ---- publishing ---------------------------------------------------------- */
@@ -224,7 +222,7 @@ static int publish_txn(struct xs_handle *xs, xs_transaction_t t, void *arg)
 	if (!rc)
 		rc = xbd_xs_write(xs, t, xb->fe, "protocol", fe_abi_protocol(dev->par.abi));
 	if (!rc)
-		rc = xbd_xs_printf(xs, t, xb->fe, "feature-persistent", "%u", dev->par.persistent);
+		rc = xbd_xs_printf(xs, t, xb->fe, "feature-persistent", "%u", xb->opts.persistent);
 	return rc;
 }
 
@@ -285,6 +283,8 @@ static int finish(struct fe_xb *xb)
 	rc = read_props(xb, &lim, &pss);
 	if (rc)
 		return rc;
+	fe_dev_set_persistent(xb->dev, xb->opts.persistent &&
+			      read_opt(xb, "feature-persistent", 0, 0, 1));
 	rc = fe_dev_connect(xb->dev, &lim, pss);
 	if (rc)
 		return fatal(xb, rc, "connecting the queues");
@@ -746,7 +746,10 @@ static int create_queues(struct fe_xb *xb)
 		.nqueues = umin(umin(xb->opts.max_queues, o.max_queues), FE_DEV_MAX_QUEUES),
 		.order = umin(xb->opts.max_ring_page_order, o.max_order),
 		.abi = xb->abi,
-		.persistent = xb->opts.persistent && o.persistent,
+		/* Linux xen-blkback writes feature-persistent only when it
+		 * connects (found on real Xen by make check-xen, phase R):
+		 * offer ours as Linux blkfront does, decide in finish() */
+		.persistent = xb->opts.persistent,
 		.pool_pages = xb->opts.pool_pages,
 	};
 	if (!par.nqueues)

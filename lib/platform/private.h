@@ -88,5 +88,8 @@ int xbd_local_prepare_rundir(const char *rundir);
 
 /* xen.c: sets p->impl; 0 or -errno (-ENODEV without a hypervisor). */
 int xbd_xen_init(struct xbd_platform *p);
+/* xen.c: the xenbus device every Xen guest has (tests point it elsewhere);
+ * without privcmd, its presence tells an unprivileged domU from no Xen. */
+extern const char *xbd_xen_xenbus_path;
 
 #endif

@@ -18,3 +18,7 @@ xbd-test-hostile-back_SRCS := tests/helpers/hostile_back.c
 #                           a hostile backend's answers
 PROGS += xbd-test-front-probe
 xbd-test-front-probe_SRCS := tests/helpers/front_probe.c $(FRONTEND_LIB_SRCS)
+#   xbd-test-xen-dd     dd-like steps through libxbdfront on one connection
+#                       (phase R of make check-xen, tests/system/test_xen_dd.py)
+PROGS += xbd-test-xen-dd
+xbd-test-xen-dd_SRCS := tests/helpers/xen_dd.c $(FRONTEND_LIB_SRCS)

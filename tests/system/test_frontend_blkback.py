@@ -9,7 +9,7 @@ import subprocess
 import time
 
 from conftest import binary, sanitizer_env
-from frontend_fixtures import (attach, frontend as run_frontend,
+from frontend_fixtures import (FE, attach, frontend as run_frontend,
                                frontend_argv, xbd)
 from xenstored_fixtures import xenstored, Xenstored  # noqa: F401
 
@@ -75,7 +75,15 @@ def writer_survives_restart(daemons, xenstored, sig):
         env=sanitizer_env(xenstored.env), stdout=subprocess.PIPE,
         stderr=subprocess.PIPE, text=True)
     try:
-        time.sleep(1.0)
+        # restart only once the writer is connected and writing (a fixed
+        # second was not always enough on a loaded host: the backend went
+        # away during the handshake and the open failed)
+        for _ in range(300):
+            st = xenstored.tool("xenstore-read", f"{FE}/state", check=False)
+            if st.stdout.strip() == "4" or writer.poll() is not None:
+                break
+            time.sleep(0.1)
+        time.sleep(0.5)
         assert writer.poll() is None, writer.communicate()
         be.stop(sig)
         time.sleep(0.3)

@@ -111,11 +111,17 @@ struct offer {
 	const char *keys[12][2];     /* backend node, value */
 };
 
+/* One more backend node, written just before Connected (as Linux
+ * xen-blkback writes feature-persistent); fx_setup() hands it to the
+ * backend thread.  Test thread only. */
+static const char *at_connect[2];
+
 struct sb {
 	struct xs_handle *xs;        /* dom0 */
 	struct xbd_platform *p;
 	struct be b;
 	struct offer offer;
+	const char *at_connect[2];   /* node, value, or NULL */
 	pthread_t th;
 	int restart_fd[2];           /* test -> backend: restart now */
 	int result;                  /* first failure, 0 */
@@ -195,6 +201,8 @@ static int sb_handshake(struct sb *s)
 		rc = xbd_xs_write(s->xs, XBT_NULL, BE, "sector-size", "512");
 	if (!rc)
 		rc = xbd_xs_write(s->xs, XBT_NULL, BE, "info", "0");
+	if (!rc && s->at_connect[0])
+		rc = xbd_xs_write(s->xs, XBT_NULL, BE, s->at_connect[0], s->at_connect[1]);
 	if (!rc)
 		rc = xbd_xenbus_set_state(s->xs, BE, XenbusStateConnected);
 	return rc;
@@ -301,6 +309,8 @@ static void fx_setup(struct fx *f, const struct offer *offer, bool start_backend
 	assert_true(xs_introduce_domain(f->s.xs, GUEST, 0, 1));
 	write_nodes(f->s.xs);
 	f->s.offer = *offer;
+	f->s.at_connect[0] = at_connect[0];
+	f->s.at_connect[1] = at_connect[1];
 	f->s.b.p = f->s.p;
 	f->s.b.guest = GUEST;
 	f->s.b.disk = calloc(1, DISK_BYTES);
@@ -445,6 +455,40 @@ static void test_negotiate_legacy_keys(void **state)
 	rw_check(&f, 0, 100 * 1024, 3);
 	assert_int_equal(xbdfront_flush(f.dev), -EOPNOTSUPP);
 	fx_teardown(&f, false);
+}
+
+/* Linux xen-blkback states feature-persistent only when it connects: we
+ * offer ours anyway (as Linux blkfront), and persistent grants follow the
+ * backend's word at Connected; without it, each page is revoked after use. */
+static void check_persistent_at_connect(const char *value, bool want)
+{
+	const struct offer o = { { { "multi-queue-max-queues", "1" } } };
+	struct xbdfront_info info;
+	struct fe_queue_stats st;
+	struct fx f;
+
+	at_connect[0] = value ? "feature-persistent" : NULL;
+	at_connect[1] = value;
+	fx_setup(&f, &o, true);
+	at_connect[0] = at_connect[1] = NULL;
+	assert_int_equal(xbdfront_open(GUEST, "xvda", &f.opts, &f.dev), 0);
+	assert_int_equal(fe_uint(&f, "feature-persistent"), 1);
+	assert_int_equal(xbdfront_get_info(f.dev, &info), 0);
+	assert_int_equal(info.persistent, want);
+	rw_check(&f, 4096, 64 * 1024, 4);
+	fe_queue_get_stats(fe_dev_queue(f.dev, 0), &st);
+	/* persistent: a batch stays granted; not: every page came back */
+	assert_int_equal(st.pool.granted >= FE_GNTPOOL_BATCH, want);
+	assert_int_equal(st.pool.in_use, 0);
+	fx_teardown(&f, false);
+}
+
+static void test_persistent_stated_at_connect(void **state)
+{
+	(void)state;
+	check_persistent_at_connect("1", true);
+	check_persistent_at_connect(NULL, false);
+	check_persistent_at_connect("0", false);
 }
 
 /* No backend ever shows up: a clear error, in xenstore too. */
@@ -625,6 +669,7 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_negotiate_multi_queue),
 		cmocka_unit_test(test_negotiate_legacy_keys),
+		cmocka_unit_test(test_persistent_stated_at_connect),
 		cmocka_unit_test(test_timeout),
 		cmocka_unit_test(test_domain_handle),
 		cmocka_unit_test(test_restart_during_handshake),

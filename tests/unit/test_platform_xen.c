@@ -25,6 +25,7 @@
 #include <xenstore.h>
 
 #include "platform/platform.h"
+#include "platform/private.h"
 
 static struct {
 	void *logger;               /* what the library was opened with */
@@ -217,8 +218,36 @@ static void test_open_failure(void **state)
 	(void)state;
 	fake.fail_errno = EACCES;
 	assert_int_equal(xbd_platform_open(XBD_PLATFORM_XEN, NULL, &p), -EACCES);
-	fake.fail_errno = ENOENT;   /* no privcmd: no hypervisor */
+	fake.fail_errno = ENOENT;   /* no privcmd and no xenbus: no hypervisor */
+	xbd_xen_xenbus_path = "/nonexistent/xenbus";
 	assert_int_equal(xbd_platform_open(XBD_PLATFORM_XEN, NULL, &p), -ENODEV);
+	xbd_xen_xenbus_path = "/dev/xen/xenbus";
+}
+
+/* An unprivileged domU: no privcmd, but the xenbus device (a character
+ * device; /dev/null stands in).  The guest side works, domain queries
+ * are not supported, and our domid comes from xenstore. */
+static void test_open_domu_without_privcmd(void **state)
+{
+	struct xbd_platform *p;
+	struct xbd_domain_info info;
+	struct xbd_domain *d;
+
+	(void)state;
+	xbd_xen_xenbus_path = "/dev/null";
+	fake.fail_errno = ENOENT;
+	assert_int_equal(xbd_platform_open(XBD_PLATFORM_XEN, NULL, &p), 0);
+	xbd_xen_xenbus_path = "/dev/xen/xenbus";
+	assert_int_equal(xbd_domain_get_info(p, 0, &info), -EOPNOTSUPP);
+	assert_int_equal(xbd_domain_claim(p, 0, &d), -EPERM);
+	assert_int_equal(xbd_domain_claim(p, 3, &d), 0);
+	xbd_domain_release(d);
+	xbd_platform_close(p);
+	/* a directory is not the xenbus device */
+	xbd_xen_xenbus_path = "/dev";
+	fake.fail_errno = ENOENT;
+	assert_int_equal(xbd_platform_open(XBD_PLATFORM_XEN, NULL, &p), -ENODEV);
+	xbd_xen_xenbus_path = "/dev/xen/xenbus";
 }
 
 static void test_domains(void **state)
@@ -347,6 +376,7 @@ int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_open_failure),
+		cmocka_unit_test(test_open_domu_without_privcmd),
 		cmocka_unit_test_setup_teardown(test_domains, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_gnttab, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_gntshr, setup, teardown),

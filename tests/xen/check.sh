@@ -18,6 +18,12 @@ grep -a 'XBDXEN-K domu .*XBDXEN-DOMU-DD' "$XBD_XEN_OUT/run/serial.log" | tr -d '
 	awk '{ for (i = 2; i <= NF; i++) { split($i, kv, "="); v[kv[1]] = kv[2] }
 	       printf "check-xen: kernel blkback %-13s %s MiB in %s s (%.0f MiB/s)\n",
 		      v["op"], v["mb"], v["secs"], (v["secs"] > 0 ? v["mb"] / v["secs"] : 0) }' || true
+# phase R: xbd's frontend in a domU against kernel blkback (1 MiB I/Os, one
+# in flight, as dd)
+grep -a 'XBDXEN-R domu .*XBDXEN-DOMR-IO dd[12] \(read\|write\) bytes=' "$XBD_XEN_OUT/run/serial.log" |
+	tr -d '\r' | awk '{ split($NF, s, "="); split($(NF-1), b, "=");
+		printf "check-xen: xbd frontend %-5s %.0f MiB in %s s (%.1f MiB/s)\n",
+		       $(NF-2), b[2] / 1048576, s[2], (s[2] > 0 ? b[2] / 1048576 / s[2] : 0) }' || true
 XBD_XEN_RUN=$XBD_XEN_OUT/run /usr/bin/python3 -m pytest -p no:cacheprovider -q "$DIR" || rc=1
 echo "check-xen: total $(took "$t0") s"
 exit $rc

@@ -3,9 +3,9 @@
 # (TCG: no KVM needed), run guest/scenario.sh in dom0 with the xbd
 # programs of $XBD_BUILD, and keep the serial log.
 #
-# Usage: run.sh --out DIR [--phases "P K H D"] [--mb N] [--timeout S]
+# Usage: run.sh --out DIR [--phases "P K H D R"] [--mb N] [--timeout S]
 #   --out DIR      run directory: serial.log, summary.txt, qemu.cmd
-#   --phases LIST  scenario phases (default "P K H D", see guest/scenario.sh)
+#   --phases LIST  scenario phases (default "P K H D R", see guest/scenario.sh)
 #   --mb N         size of the dd test in MiB (default 32)
 #   --timeout S    kill QEMU after S seconds (default 1800; a loaded host
 #                  slows TCG several times over)
@@ -16,7 +16,7 @@
 set -uo pipefail
 source "$(dirname "$0")/common.sh"
 
-OUT="" PHASES="P K H D" MB=32 TIMEOUT=1800
+OUT="" PHASES="P K H D R" MB=32 TIMEOUT=1800
 while [ $# -gt 0 ]; do
 	case $1 in
 	--out) OUT=$2; shift ;;
@@ -43,6 +43,11 @@ mkdir -p "$O/xbd" "$O/opt/xbd/bin" "$O/etc/xen/scripts"
 install -m 0755 "$XBD_XEN_SRC/guest/scenario.sh" "$XBD_XEN_SRC/guest/stub-backend.sh" \
 	"$XBD_XEN_SRC/guest/loop-hotplug" "$O/xbd/"
 install -m 0755 "$SRC/tools/hotplug/xbd-block" "$O/etc/xen/scripts/xbd-block"
+# phase R: its scenario part and its domU's initrd (with the xbd frontend)
+if [[ " $PHASES " == *" R "* ]]; then
+	install -m 0644 "$XBD_XEN_SRC/guest/phase-r.sh" "$O/xbd/"
+	bash "$XBD_XEN_SRC/build-domr.sh" "$BUILD" "$O/boot/domr-initrd.cpio.gz" || die "build-domr.sh failed"
+fi
 printf 'PHASES="%s"\nMB=%d\n' "$PHASES" "$MB" > "$O/xbd/config"
 for p in xbd-test-platform xbd-blkback; do
 	[ -x "$BUILD/bin/$p" ] || continue

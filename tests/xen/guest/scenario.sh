@@ -13,6 +13,8 @@
 #      fails with hotplug-error
 #   D  domain queries about the domU: alive, dying (held by our mapping
 #      of its console grant) after xl destroy, then gone
+#   R  xbd's frontend in a second PV domU against kernel xen-blkback
+#      (guest/phase-r.sh, guest/domr-init)
 # Output lines: XBDXEN-<phase> <label> | <command> | <reply>, and
 # XBDXEN-TIME <label> secs=<s> rc=<rc>.
 export PATH=/opt/xbd/bin:$PATH
@@ -261,7 +263,9 @@ if has K || has H || has D; then
 	create_domu "$(md5sum < /srv/k.img | cut -d' ' -f1)"
 fi
 has K && timed phase-K phase_k
+has R && . /xbd/phase-r.sh && r_create   # its domU boots during H and D
 has H && timed phase-H phase_h
 has D && timed phase-D phase_d
+has R && timed phase-R phase_r
 xl list | sed 's/^/XBDXEN-XL-LIST /'
 echo "XBDXEN-SCENARIO-END"
