@@ -207,4 +207,3 @@ def test_detach_and_attach_again_before_the_backend_looks(daemons, xenstored):
     r = frontend(xenstored, "1", "xvda", "info")
     assert r.returncode == 0, r.stderr
     assert info(r.stdout)["sectors"] == str((16 << 20) // 512), r.stdout
-    assert "replaced by a new attach" in be.log_text()
