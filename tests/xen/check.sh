@@ -18,7 +18,7 @@ echo "check-xen: boot + scenario in $(took "$t1") s (run.sh status $rc, log $XBD
 grep -a -e 'XBDXEN-K domu .*XBDXEN-DOMU-DD' -e 'XBDXEN-U r1\.dd ' "$XBD_XEN_OUT/run/serial.log" | tr -d '\r' |
 	awk '{ delete v; for (i = 2; i <= NF; i++) { split($i, kv, "="); v[kv[1]] = kv[2] }
 	       who = /XBDXEN-U/ ? "xbd-blkback" : "kernel blkback"
-	       printf "check-xen: %-14s %-13s %s MiB in %s s (%.0f MiB/s)\n", who,
+	       printf "check-xen: %-14s %-13s %s MiB in %s s (%.1f MiB/s)\n", who,
 		      v["op"], v["mb"], v["secs"], (v["secs"] > 0 ? v["mb"] / v["secs"] : 0) }' || true
 XBD_XEN_RUN=$XBD_XEN_OUT/run /usr/bin/python3 -m pytest -p no:cacheprovider -q "$DIR" || rc=1
 echo "check-xen: total $(took "$t0") s"

@@ -139,15 +139,18 @@ u_round() {
 # u_restart: SIGKILL xbd-blkback while the domU reads, start it again
 u_restart() {
 	local t0
-	u_send readlong 2
+	local n=8 during
+	u_send readlong $n
 	u_wait "XBDXEN-DOMU-R $SEQ started" 120
-	sleep 1
+	sleep 0.5
 	t0=$EPOCHREALTIME
 	kill -9 $UPID
+	# the domU had not finished its last read when the backend died
+	grep -aq "XBDXEN-DOMU-R $SEQ read$n " $CONLOG/guest-$DOMU.log && during=0 || during=1
 	wait $UPID 2>/dev/null
-	u restart.killed "kill -9" "status=$?"
+	u restart.killed "kill -9" "status=$? during=$during"
 	u_start restart.start
-	u_collect restart 240 readlong 2
+	u_collect restart 240 readlong $n
 	echo "XBDXEN-TIME U-restart secs=$(secs "$t0" "$EPOCHREALTIME") rc=0"
 	u restart.file "md5sum $UIMG" "$(md5sum < $UIMG | cut -d' ' -f1)"
 	u_xs restart
