@@ -2,7 +2,8 @@
 # Build what tests/xen/run.sh boots, under $XBD_XEN_OUT:
 #   xen.elf              Debian's Xen 4.17, gunzipped (QEMU -kernel loads
 #                        it through its multiboot header)
-#   domu-initrd.cpio.gz  busybox + xen-blkfront.ko + guest/domu-init
+#   domu-initrd.cpio.gz  busybox + xen-blkfront.ko + xenstore-read/watch +
+#                        guest/domu-init
 #   dom0-base.cpio.gz    busybox, bash and the tools the hotplug scripts
 #                        need, the Xen 4.17 userspace (xl, C xenstored,
 #                        xenconsoled, xen-init-dom0, xenstore-*), /etc/xen,
@@ -72,6 +73,8 @@ U=$(mktemp -d "$XBD_XEN_OUT/domu-root.XXXXXX"); ROOTS+=("$U")
 add_busybox "$U"
 mkdir -p "$U"/{proc,sys,dev,tmp,lib/modules}
 for m in $(modules_in_order xen-blkfront); do cp "$m" "$U/lib/modules/"; done
+# phase U's command channel: the domU reads and watches data/xbd-cmd
+add_file "$U" /usr/bin/xenstore-read /usr/bin/xenstore-watch
 install -m 0755 "$XBD_XEN_SRC/guest/domu-init" "$U/init"
 pack "$U" "$DOMU_INITRD"
 
@@ -92,7 +95,7 @@ for t in xl xenstored xenconsoled xen-init-dom0; do
 	ln -sf "$XEN_LIBEXEC/bin/$t" "$D/usr/sbin/$t"
 done
 cp -a /etc/xen "$D/etc/"
-modules_in_order xen-evtchn xen-gntdev xen-gntalloc xen-privcmd xenfs loop xen-blkback \
+modules_in_order xen-evtchn xen-gntdev xen-gntalloc xen-privcmd xenfs loop fuse xen-blkback \
 	> "$D/etc/xbd-xen/modules"
 while read -r m; do mkdir -p "$D$(dirname "$m")"; cp "$m" "$D$m"; done < "$D/etc/xbd-xen/modules"
 cp "$KERNEL" "$D/boot/vmlinuz-domu"

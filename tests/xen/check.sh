@@ -13,10 +13,12 @@ t1=$(now)
 rc=0
 bash "$DIR/run.sh" --out "$XBD_XEN_OUT/run" || rc=$?
 echo "check-xen: boot + scenario in $(took "$t1") s (run.sh status $rc, log $XBD_XEN_OUT/run/serial.log)"
-# the kernel blkback baseline (O_DIRECT dd in the domU, 1 MiB blocks)
-grep -a 'XBDXEN-K domu .*XBDXEN-DOMU-DD' "$XBD_XEN_OUT/run/serial.log" | tr -d '\r' |
-	awk '{ for (i = 2; i <= NF; i++) { split($i, kv, "="); v[kv[1]] = kv[2] }
-	       printf "check-xen: kernel blkback %-13s %s MiB in %s s (%.0f MiB/s)\n",
+# the same O_DIRECT dd in the domU (1 MiB blocks) through kernel blkback
+# (phase K) and through xbd-blkback (phase U, its first round)
+grep -a -e 'XBDXEN-K domu .*XBDXEN-DOMU-DD' -e 'XBDXEN-U r1\.dd ' "$XBD_XEN_OUT/run/serial.log" | tr -d '\r' |
+	awk '{ delete v; for (i = 2; i <= NF; i++) { split($i, kv, "="); v[kv[1]] = kv[2] }
+	       who = /XBDXEN-U/ ? "xbd-blkback" : "kernel blkback"
+	       printf "check-xen: %-14s %-13s %s MiB in %s s (%.1f MiB/s)\n", who,
 		      v["op"], v["mb"], v["secs"], (v["secs"] > 0 ? v["mb"] / v["secs"] : 0) }' || true
 # phase R: xbd's frontend in a domU against kernel blkback (1 MiB I/Os, one
 # in flight, as dd)

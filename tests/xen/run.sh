@@ -3,12 +3,14 @@
 # (TCG: no KVM needed), run guest/scenario.sh in dom0 with the xbd
 # programs of $XBD_BUILD, and keep the serial log.
 #
-# Usage: run.sh --out DIR [--phases "P K H D R"] [--mb N] [--timeout S]
+# Usage: run.sh --out DIR [--phases "P K H U D R"] [--mb N] [--timeout S]
 #   --out DIR      run directory: serial.log, summary.txt, qemu.cmd
-#   --phases LIST  scenario phases (default "P K H D R", see guest/scenario.sh)
-#   --mb N         size of the dd test in MiB (default 32)
-#   --timeout S    kill QEMU after S seconds (default 1800; a loaded host
+#   --phases LIST  scenario phases (default "P K H U D R", see guest/scenario.sh)
+#   --mb N         size of the dd tests in MiB (default 8)
+#   --timeout S    kill QEMU after S seconds (default 2700; a loaded host
 #                  slows TCG several times over)
+#   --set K=V      a setting for the scenario (repeatable), e.g.
+#                  URESTART=0 leaves out phase U's backend restart
 # Environment: XBD_BUILD (default ./build) holds bin/xbd-test-platform
 # (required) and bin/xbd-blkback (copied when present); XBD_XEN_OUT holds
 # the images.  Exit status 0 when dom0 ran the scenario to its end; the
@@ -16,13 +18,15 @@
 set -uo pipefail
 source "$(dirname "$0")/common.sh"
 
-OUT="" PHASES="P K H D R" MB=32 TIMEOUT=1800
+OUT="" PHASES="P K H U D R" MB=8 TIMEOUT=2700 SETS=()
 while [ $# -gt 0 ]; do
 	case $1 in
 	--out) OUT=$2; shift ;;
 	--phases) PHASES=$2; shift ;;
 	--mb) MB=$2; shift ;;
 	--timeout) TIMEOUT=$2; shift ;;
+	--set) [[ $2 =~ ^[A-Z_]+=[A-Za-z0-9_.]*$ ]] || die "--set wants K=V, not '$2'"
+	       SETS+=("$2"); shift ;;
 	-h | --help) sed -n '2,/^set /p' "$0" | sed -e '$d' -e 's/^# \{0,1\}//'; exit 0 ;;
 	*) die "unknown option $1 (see --help)" ;;
 	esac
@@ -42,6 +46,7 @@ O=$OUT/overlay
 mkdir -p "$O/xbd" "$O/opt/xbd/bin" "$O/etc/xen/scripts"
 install -m 0755 "$XBD_XEN_SRC/guest/scenario.sh" "$XBD_XEN_SRC/guest/stub-backend.sh" \
 	"$XBD_XEN_SRC/guest/loop-hotplug" "$O/xbd/"
+install -m 0644 "$XBD_XEN_SRC/guest/phase-u.sh" "$O/xbd/"
 install -m 0755 "$SRC/tools/hotplug/xbd-block" "$O/etc/xen/scripts/xbd-block"
 # phase R: its scenario part and its domU's initrd (with the xbd frontend)
 if [[ " $PHASES " == *" R "* ]]; then
@@ -49,6 +54,7 @@ if [[ " $PHASES " == *" R "* ]]; then
 	bash "$XBD_XEN_SRC/build-domr.sh" "$BUILD" "$O/boot/domr-initrd.cpio.gz" || die "build-domr.sh failed"
 fi
 printf 'PHASES="%s"\nMB=%d\n' "$PHASES" "$MB" > "$O/xbd/config"
+for kv in "${SETS[@]}"; do echo "$kv" >> "$O/xbd/config"; done
 for p in xbd-test-platform xbd-blkback; do
 	[ -x "$BUILD/bin/$p" ] || continue
 	cp "$BUILD/bin/$p" "$O/opt/xbd/bin/"

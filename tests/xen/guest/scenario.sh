@@ -11,10 +11,13 @@
 #      blkback unloaded and a stub backend answering the state machine:
 #      add writes hotplug-status=connected, remove runs, a missing target
 #      fails with hotplug-error
+#   U  xbd-blkback serving the domU's xen-blkfront (guest/phase-u.sh)
 #   D  domain queries about the domU: alive, dying (held by our mapping
-#      of its console grant) after xl destroy, then gone
+#      of its console grant) after xl destroy, then gone; with U, what
+#      xbd-blkback still holds after the destroy
 #   R  xbd's frontend in a second PV domU against kernel xen-blkback
-#      (guest/phase-r.sh, guest/domr-init)
+#      (guest/phase-r.sh, guest/domr-init); after U, xbd-blkback is
+#      stopped and kernel blkback loaded again first
 # Output lines: XBDXEN-<phase> <label> | <command> | <reply>, and
 # XBDXEN-TIME <label> secs=<s> rc=<rc>.
 export PATH=/opt/xbd/bin:$PATH
@@ -23,6 +26,7 @@ LOGS=/var/log/xbd
 CONLOG=/var/log/xen/console
 DOMU=xbdu
 mkdir -p $LOGS
+. /xbd/phase-u.sh
 
 secs() { awk -v a="$1" -v b="$2" 'BEGIN { printf "%.2f", b - a }'; }
 timed() { # LABEL CMD...: run CMD, print its time and status
@@ -151,7 +155,7 @@ name = "$DOMU"
 type = "pv"
 kernel = "/boot/vmlinuz-domu"
 ramdisk = "/boot/domu-initrd.cpio.gz"
-extra = "console=hvc0 quiet xbd_md5=$1 xbd_mb=$MB xbd_blkfront=max_queues=2,max_ring_page_order=2"
+extra = "console=hvc0 quiet xbd_md5=$1 xbd_mb=$MB xbd_blkfront=max_queues=2,max_ring_page_order=2 xbd_k=$(has K && echo 1) xbd_cmd=$(has U && echo 1)"
 memory = 256
 vcpus = 2
 on_poweroff = "destroy"
@@ -164,10 +168,27 @@ CFG
 		while IFS= read -r l; do echo "[domu] $l"; done ) &
 }
 
-attach() { # LABEL DISK-SPEC: xl -vvv block-attach, log kept in $LOGS/LABEL.log
-	local t0=$EPOCHREALTIME rc
-	timeout 240 xl -vvv block-attach $DOMU "$2" > $LOGS/$1.log 2>&1
-	rc=$?
+# attach LABEL DISK-SPEC [HOOK]: xl -vvv block-attach, log kept in
+# $LOGS/LABEL.log.  libxl gives the backend 10 s to reach InitWait, which a
+# TCG dom0 on a loaded host can miss: on that error only, the nodes libxl
+# left are removed (xl block-detach, then the nodes it may leave: xvdX
+# only), HOOK runs (restarting a stub backend) and the attach
+# is tried again, three times at most; each retry prints XBDXEN-RETRY.
+attach() {
+	local t0=$EPOCHREALTIME rc n vdev devid
+	vdev=$(echo "$2" | sed -n 's/.*vdev=\([^,]*\).*/\1/p')
+	for n in 1 2 3; do
+		timeout 240 xl -vvv block-attach $DOMU "$2" > $LOGS/$1.log 2>&1
+		rc=$?
+		[ $rc = 0 ] || [ $n = 3 ] && break
+		grep -aq 'wanted state 2 *timed out' $LOGS/$1.log || break
+		echo "XBDXEN-RETRY $1 attempt=$n: backend not in InitWait within libxl's 10 s"
+		timeout 180 xl block-detach $DOMU "$vdev" > /dev/null 2>&1
+		devid=$(( (202 << 8) | ($(printf '%d' "'${vdev#xvd}") - 97) << 4 ))
+		xenstore-rm /local/domain/0/backend/vbd/$DOMID/$devid \
+			/local/domain/$DOMID/device/vbd/$devid /libxl/$DOMID/device/vbd/$devid 2>/dev/null
+		[ -n "${3:-}" ] && $3
+	done
 	echo "XBDXEN-TIME $1 secs=$(secs "$t0" "$EPOCHREALTIME") rc=$rc"
 	[ $rc = 0 ] || grep -aE 'error|fail|script|hotplug|timed out' $LOGS/$1.log |
 		tail -20 | sed "s/^/XBDXEN-XL $1: /"
@@ -204,6 +225,11 @@ unstub() {
 	wait $STUB 2>/dev/null
 	sed "s/^/XBDXEN-H stub-log | $1 | /" $LOGS/$1
 }
+restub() { # attach's retry hook: a fresh stub
+	kill $STUB 2>/dev/null
+	wait $STUB 2>/dev/null
+	stub H-add.stub
+}
 be_nodes() { # the backend's nodes, one line
 	xenstore-ls -f /local/domain/0/backend/vbd/$DOMID/51744 2>&1 | tr '\n' ';'
 }
@@ -213,7 +239,7 @@ phase_h() {
 	echo "XBDXEN-H rmmod | - | $(rmmod xen-blkback 2>&1 && echo ok)"
 	dd if=/dev/urandom of=/srv/h.img bs=1M count=4 2>/dev/null
 	stub H-add.stub
-	attach H-add "format=raw,vdev=xvdc,access=rw,script=xbd-block,target=/srv/h.img"
+	attach H-add "format=raw,vdev=xvdc,access=rw,script=xbd-block,target=/srv/h.img" restub
 	echo "XBDXEN-H add-status | - | $(xenstore-read $be/hotplug-status 2>&1)"
 	echo "XBDXEN-H add-nodes | - | $(be_nodes)"
 	wait_for $LOGS/H-add.stub 'frontend state=3' 180
@@ -244,6 +270,7 @@ phase_d() {
 	q D map-console "map $DOMID ro 0"
 	m=$(word 2)
 	timed D-destroy timeout 180 xl destroy $DOMU
+	has U && u_freed destroy
 	q D info-dying "info $DOMID"
 	q D unmap-console "unmap $m"
 	for i in $(seq 40); do
@@ -257,7 +284,7 @@ phase_d() {
 
 echo "XBDXEN-SCENARIO-START phases='$PHASES' mb=$MB"
 has P && timed phase-P phase_p
-if has K || has H || has D; then
+if has K || has H || has U || has D; then
 	dd if=/dev/urandom of=/srv/k.img bs=1M count=$MB 2>/dev/null
 	echo "XBDXEN-K image-md5 | - | $(md5sum < /srv/k.img | cut -d' ' -f1)"
 	create_domu "$(md5sum < /srv/k.img | cut -d' ' -f1)"
@@ -265,7 +292,12 @@ fi
 has K && timed phase-K phase_k
 has R && . /xbd/phase-r.sh && r_create   # its domU boots during H and D
 has H && timed phase-H phase_h
+has U && timed phase-U phase_u
 has D && timed phase-D phase_d
+has U && u_stop
+if has U && has R && ! [ -d /sys/module/xen_blkback ]; then
+	insmod "$(grep xen-blkback /etc/xbd-xen/modules)" && echo "XBDXEN-U insmod | - | ok"
+fi
 has R && timed phase-R phase_r
 xl list | sed 's/^/XBDXEN-XL-LIST /'
 echo "XBDXEN-SCENARIO-END"
