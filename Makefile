@@ -2,7 +2,8 @@
 #
 #   make            build everything (optimised, into build/)
 #   make deps       install missing Debian packages (apt-get; quiet when none)
-#   make check      deps + build + every test under ASan/UBSan (build-asan/)
+#   make check      deps + build + every test under ASan/UBSan (build-asan/),
+#                   then check-xen (real Xen under QEMU, about 15-20 min)
 #   make demo       deps + build + the end-to-end demo on the local platform
 #   make bench      deps + build + benchmarks (optimised build, no sanitizers)
 #   make check-xen  deps + build + boot real Xen under QEMU (tests/xen)
@@ -43,6 +44,7 @@ check: deps
 	@$(MAKE) --no-print-directory O=build-asan SAN=1 run-unit
 	@$(MAKE) --no-print-directory -f tests/fuzz/Makefile.fuzz replay
 	@$(MAKE) --no-print-directory O=build-asan SAN=1 system-tests
+	@$(MAKE) --no-print-directory check-xen
 
 run-unit: unit-tests
 	@sh scripts/run-unit-tests.sh $(UNIT_TEST_BINS)

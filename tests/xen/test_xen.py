@@ -15,7 +15,6 @@ import hashlib
 import re
 
 
-
 def kv(words):
     return dict(w.split("=", 1) for w in words if "=" in w)
 
