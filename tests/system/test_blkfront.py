@@ -309,6 +309,7 @@ def test_backend_restart_under_fio_verify(guest):
     r = guest.fio_under_backend_restart(
         ["--name=r", f"--filename={dev}", "--ioengine=psync",
          "--direct=1", "--rw=randwrite", "--bs=4k", "--size=32M",
+         "--rate_iops=2000",   # >= 4 s of writing: the kill lands in it
          "--verify=md5", "--do_verify=1", "--verify_fatal=1"])
     out = fio_ok(r)
     assert out[0]["write_kb"] == out[0]["read_kb"] == 32 * 1024, out

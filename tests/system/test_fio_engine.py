@@ -160,6 +160,9 @@ def test_backend_restart_under_verify(guest, queues):
          "--xbd_domain=g1", "--xbd_vdev=xvdb", f"--xbd_rundir={guest.rundir}",
          "--thread", f"--numjobs={queues}", f"--xbd_max_queues={queues}",
          "--rw=randwrite", "--bs=4k", "--iodepth=16", "--size=12M",
+         # at least 2 s of writing, however fast the machine: the kill
+         # must land while the job runs
+         "--rate_iops=1500",
          "--offset_increment=16M", "--verify=md5", "--do_verify=1",
          "--verify_fatal=1"], env=engine_env(guest),
         ready=lambda: guest.xd.tool("xenstore-read", fe, check=False)
