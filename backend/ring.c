@@ -2,9 +2,9 @@
 /*
  * backend/ring.c: the only code that touches a shared blkif ring.
  *
- * The wire layouts of both ABIs are written out here with their exact
- * sizes and offsets (checked by static_assert against blkif.h where the
- * layout is the native one).  We do not use the ring.h macros to read
+ * The wire layouts of both ABIs and the index arithmetic are lib/blkif.h's
+ * (shared with the frontend); this file applies them to the backend's side
+ * of the ring.  We do not use the ring.h macros to read
  * requests: RING_GET_REQUEST hands out a pointer into the shared page,
  * which invites reading a field twice.  Instead a slot is copied once, a
  * 32-bit volatile load per word, into private memory, and decoded from
@@ -20,204 +20,57 @@
 
 #include "backend/ring.h"
 
-static_assert(__BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__,
-	      "the x86 and arm blkif layouts are little-endian");
-
-/* ---- Shared ring header ------------------------------------------------ */
-
-struct sring_hdr {
-	RING_IDX req_prod, req_event;
-	RING_IDX rsp_prod, rsp_event;
-	uint8_t pvt[4];
-	uint8_t pad[44];
-};
-static_assert(sizeof(struct sring_hdr) == RING_HDR_SIZE, "sring header");
-static_assert(offsetof(struct blkif_sring, ring) == RING_HDR_SIZE,
-	      "blkif.h sring header");
-
-/* ---- x86_64 layout (also arm-abi and native on x86_64) ----------------- */
-
-struct x64_req_rw {
-	uint8_t operation;
-	uint8_t nr_segments;
-	uint16_t handle;
-	uint32_t pad;
-	uint64_t id;
-	uint64_t sector_number;
-	struct blkif_request_segment seg[BLKIF_MAX_SEGMENTS_PER_REQUEST];
-} __attribute__((packed));
-
-struct x64_req_discard {
-	uint8_t operation;
-	uint8_t flag;
-	uint16_t handle;
-	uint32_t pad;
-	uint64_t id;
-	uint64_t sector_number;
-	uint64_t nr_sectors;
-} __attribute__((packed));
-
-struct x64_req_indirect {
-	uint8_t operation;
-	uint8_t indirect_op;
-	uint16_t nr_segments;
-	uint32_t pad1;
-	uint64_t id;
-	uint64_t sector_number;
-	uint16_t handle;
-	uint16_t pad2;
-	grant_ref_t indirect_grefs[BLKIF_MAX_INDIRECT_PAGES_PER_REQUEST];
-	uint32_t pad3;
-} __attribute__((packed));
-
-#define X64_REQ_SIZE 112u          /* also the x86_64 entry stride */
-#define X64_RSP_SIZE 16u
-
-static_assert(sizeof(struct blkif_request_segment) == 8, "segment");
-static_assert(sizeof(struct x64_req_rw) == X64_REQ_SIZE, "x64 rw");
-static_assert(sizeof(struct x64_req_discard) == 32, "x64 discard");
-static_assert(sizeof(struct x64_req_indirect) == 64, "x64 indirect");
-static_assert(offsetof(struct x64_req_rw, id) == 8, "x64 rw id");
-static_assert(offsetof(struct x64_req_rw, sector_number) == 16, "x64 rw sector");
-static_assert(offsetof(struct x64_req_rw, seg) == 24, "x64 rw seg");
-static_assert(offsetof(struct x64_req_discard, nr_sectors) == 24, "x64 nr_sectors");
-static_assert(offsetof(struct x64_req_indirect, handle) == 24, "x64 ind handle");
-static_assert(offsetof(struct x64_req_indirect, indirect_grefs) == 28, "x64 grefs");
-#if defined(__x86_64__) || defined(__aarch64__)
-/* Cross-check against the installed native blkif.h. */
-static_assert(sizeof(struct blkif_request) == X64_REQ_SIZE, "native req");
-static_assert(sizeof(struct blkif_response) == X64_RSP_SIZE, "native rsp");
-static_assert(offsetof(struct blkif_request, id) == offsetof(struct x64_req_rw, id), "id");
-static_assert(offsetof(struct blkif_request, seg) == offsetof(struct x64_req_rw, seg), "seg");
-static_assert(sizeof(struct blkif_request_indirect) == 64, "native indirect");
-static_assert(offsetof(struct blkif_request_indirect, indirect_grefs) ==
-	      offsetof(struct x64_req_indirect, indirect_grefs), "grefs");
-static_assert(offsetof(struct blkif_request_discard, nr_sectors) ==
-	      offsetof(struct x64_req_discard, nr_sectors), "nr_sectors");
-static_assert(offsetof(struct blkif_response, status) == 10, "rsp status");
-static_assert(sizeof(union blkif_sring_entry) == X64_REQ_SIZE, "entry stride");
-#endif
-
-/* ---- x86_32 layout: uint64_t aligned to 4, so no pad before id --------- */
-
-struct x32_req_rw {
-	uint8_t operation;
-	uint8_t nr_segments;
-	uint16_t handle;
-	uint64_t id;
-	uint64_t sector_number;
-	struct blkif_request_segment seg[BLKIF_MAX_SEGMENTS_PER_REQUEST];
-} __attribute__((packed));
-
-struct x32_req_discard {
-	uint8_t operation;
-	uint8_t flag;
-	uint16_t handle;
-	uint64_t id;
-	uint64_t sector_number;
-	uint64_t nr_sectors;
-} __attribute__((packed));
-
-struct x32_req_indirect {
-	uint8_t operation;
-	uint8_t indirect_op;
-	uint16_t nr_segments;
-	uint64_t id;
-	uint64_t sector_number;
-	uint16_t handle;
-	uint16_t pad1;
-	grant_ref_t indirect_grefs[BLKIF_MAX_INDIRECT_PAGES_PER_REQUEST];
-	uint64_t pad2;          /* the i386 header pads it to 64 bytes */
-} __attribute__((packed));
-
-#define X32_REQ_SIZE 108u          /* also the x86_32 entry stride */
-#define X32_RSP_SIZE 12u
-
-static_assert(sizeof(struct x32_req_rw) == X32_REQ_SIZE, "x32 rw");
-static_assert(sizeof(struct x32_req_discard) == 28, "x32 discard");
-static_assert(sizeof(struct x32_req_indirect) == 64, "x32 indirect");
-static_assert(offsetof(struct x32_req_rw, id) == 4, "x32 rw id");
-static_assert(offsetof(struct x32_req_rw, sector_number) == 12, "x32 rw sector");
-static_assert(offsetof(struct x32_req_rw, seg) == 20, "x32 rw seg");
-static_assert(offsetof(struct x32_req_discard, nr_sectors) == 20, "x32 nr_sectors");
-static_assert(offsetof(struct x32_req_indirect, handle) == 20, "x32 ind handle");
-static_assert(offsetof(struct x32_req_indirect, indirect_grefs) == 24, "x32 grefs");
-/* Everything after the first word sits 4 bytes lower than in x86_64: this
- * is what lets ring_fetch_req() widen an x86_32 slot into the x86_64 one. */
-#define X32_SHIFTED(t32, t64, f) \
-	static_assert(offsetof(struct t32, f) + 4 == offsetof(struct t64, f), #f)
-X32_SHIFTED(x32_req_rw, x64_req_rw, id);
-X32_SHIFTED(x32_req_rw, x64_req_rw, sector_number);
-X32_SHIFTED(x32_req_rw, x64_req_rw, seg);
-X32_SHIFTED(x32_req_discard, x64_req_discard, id);
-X32_SHIFTED(x32_req_discard, x64_req_discard, sector_number);
-X32_SHIFTED(x32_req_discard, x64_req_discard, nr_sectors);
-X32_SHIFTED(x32_req_indirect, x64_req_indirect, id);
-X32_SHIFTED(x32_req_indirect, x64_req_indirect, sector_number);
-X32_SHIFTED(x32_req_indirect, x64_req_indirect, handle);
-X32_SHIFTED(x32_req_indirect, x64_req_indirect, indirect_grefs);
+/* The wire layouts are lib/blkif.h's.  A request slot is decoded in the
+ * x86_64 layout; an x86_32 slot is widened into it on the copy (every
+ * field after the first word sits 4 bytes lower, blkif.h asserts it). */
+#define X64_REQ_SIZE XBD_BLKIF_X64_ENTRY_SIZE
+#define X32_REQ_SIZE XBD_BLKIF_X32_ENTRY_SIZE
 
 /* Response, both ABIs: id@0 (u64), operation@8, pad@9, status@10 (s16);
  * x86_64 pads to 16 bytes (12..15), x86_32 ends at 12. */
-#define RSP_OFF_ID 0
-#define RSP_OFF_OP 8
-#define RSP_OFF_PAD 9
-#define RSP_OFF_STATUS 10
-#define RSP_OFF_TAIL 12
+#define RSP_OFF_ID offsetof(struct xbd_blkif_x64_rsp, id)
+#define RSP_OFF_OP offsetof(struct xbd_blkif_x64_rsp, operation)
+#define RSP_OFF_PAD offsetof(struct xbd_blkif_x64_rsp, pad0)
+#define RSP_OFF_STATUS offsetof(struct xbd_blkif_x64_rsp, status)
+#define RSP_OFF_TAIL offsetof(struct xbd_blkif_x64_rsp, pad1)
 
 /* A slot copied into private memory, then viewed through a layout. */
 union slot_copy {
 	uint32_t w[X64_REQ_SIZE / 4];
-	struct x64_req_rw x64_rw;
-	struct x64_req_discard x64_discard;
-	struct x64_req_indirect x64_ind;
+	struct xbd_blkif_x64_req_rw x64_rw;
+	struct xbd_blkif_x64_req_discard x64_discard;
+	struct xbd_blkif_x64_req_indirect x64_ind;
 };
 static_assert(sizeof(union slot_copy) == X64_REQ_SIZE, "slot copy");
 static_assert(X32_REQ_SIZE % 4 == 0, "x32 slot in words");
-
-static size_t req_size(enum ring_abi abi)
-{
-	return abi == RING_ABI_X86_32 ? X32_REQ_SIZE : X64_REQ_SIZE;
-}
-
+static_assert(XBD_BLKIF_X64_PAD_OFFSET == 4 && XBD_BLKIF_X64_PAD_SIZE == 4,
+	      "x32 widening: w[1] is the x64 pad word");
 
 /* ---- ABI and geometry --------------------------------------------------- */
 
 int ring_abi_parse(const char *protocol, enum ring_abi *out)
 {
-	if (!protocol || !strcmp(protocol, XEN_IO_PROTO_ABI_X86_64) ||
-	    !strcmp(protocol, XEN_IO_PROTO_ABI_ARM)) {
-		*out = RING_ABI_X86_64;
-		return 0;
-	}
-	if (!strcmp(protocol, XEN_IO_PROTO_ABI_X86_32)) {
-		*out = RING_ABI_X86_32;
-		return 0;
-	}
-	return -EINVAL;
+	enum xbd_blkif_abi abi;
+	int rc = xbd_blkif_abi_parse(protocol, &abi);
+
+	if (!rc)
+		*out = (enum ring_abi)abi;
+	return rc;
 }
 
 const char *ring_abi_name(enum ring_abi abi)
 {
-	return abi == RING_ABI_X86_32 ? XEN_IO_PROTO_ABI_X86_32
-				      : XEN_IO_PROTO_ABI_X86_64;
+	return xbd_blkif_abi_protocol(ring_wire_abi(abi));
 }
 
 unsigned int ring_nr_ents(enum ring_abi abi, unsigned int order)
 {
-	if (order > RING_MAX_ORDER)
-		return 0;
-	size_t fit = ((size_t)RING_PAGE_SIZE << order) - RING_HDR_SIZE;
-	unsigned int n = (unsigned int)(fit / req_size(abi));
-	/* round down to a power of two, as __RD32 does */
-	while (n & (n - 1))
-		n &= n - 1;
-	return n;
+	return xbd_blkif_ring_entries(ring_wire_abi(abi), order);
 }
 
 /* ---- Shared-memory access ------------------------------------------------ */
 
-static struct sring_hdr *hdr(const struct be_ring *r)
+static struct xbd_blkif_sring_hdr *hdr(const struct be_ring *r)
 {
 	return r->sring;
 }
@@ -231,14 +84,12 @@ static void copy_once(uint32_t *dst, const void *src, size_t words)
 		dst[i] = s[i];
 }
 
-/* Ring entry idx.  An entry is the union of a request and a response
- * (ring.h's __name##_sring_entry), so requests and responses share the
- * stride of the larger, the request: 112 bytes (x86_64), 108 (x86_32).
- * A response sits at the start of its entry. */
+/* Ring entry idx; a response sits at the start of its entry, requests
+ * and responses share the request's stride (see blkif.h). */
 static uint8_t *entry(const struct be_ring *r, RING_IDX idx)
 {
-	return (uint8_t *)r->sring + RING_HDR_SIZE +
-	       (size_t)(idx & (r->nr_ents - 1)) * req_size(r->abi);
+	return (uint8_t *)r->sring +
+	       xbd_blkif_entry_offset(ring_wire_abi(r->abi), r->nr_ents, idx);
 }
 
 int ring_attach(struct be_ring *r, void *sring, unsigned int order,
@@ -263,7 +114,8 @@ int ring_attach(struct be_ring *r, void *sring, unsigned int order,
 
 int ring_adopt(struct be_ring *r, RING_IDX req_cons)
 {
-	if ((RING_IDX)(req_cons - r->rsp_prod_pvt) > r->nr_ents)
+	if (!xbd_blkif_idx_between(r->rsp_prod_pvt, req_cons,
+				   r->rsp_prod_pvt + r->nr_ents))
 		return -EINVAL;
 	r->req_cons = req_cons;
 	return 0;
@@ -271,7 +123,7 @@ int ring_adopt(struct be_ring *r, RING_IDX req_cons)
 
 int ring_pending(struct be_ring *r)
 {
-	RING_IDX prod, avail, outstanding;
+	RING_IDX prod;
 
 	if (r->broken)
 		return -EIO;
@@ -283,14 +135,12 @@ int ring_pending(struct be_ring *r)
 	 * More than the ring holds (RING_REQUEST_PROD_OVERFLOW), or fewer
 	 * than we already fetched (req_prod moved backwards), is a frontend
 	 * bug or an attack: stop using this ring. */
-	avail = prod - r->rsp_prod_pvt;
-	outstanding = r->req_cons - r->rsp_prod_pvt;
-	if (avail > r->nr_ents || avail < outstanding) {
+	if (!xbd_blkif_idx_between(r->req_cons, prod, r->rsp_prod_pvt + r->nr_ents)) {
 		r->broken = true;
 		r->bad_prod = prod;
 		return -EIO;
 	}
-	return (int)(avail - outstanding);
+	return (int)(prod - r->req_cons);
 }
 
 int ring_final_check(struct be_ring *r)
@@ -310,8 +160,7 @@ int ring_final_check(struct be_ring *r)
 
 static unsigned int indirect_pages(unsigned int nsegs)
 {
-	unsigned int p = (nsegs + RING_SEGS_PER_INDIRECT_PAGE - 1) /
-			 RING_SEGS_PER_INDIRECT_PAGE;
+	unsigned int p = xbd_blkif_indirect_pages(nsegs);
 
 	return p < BLKIF_MAX_INDIRECT_PAGES_PER_REQUEST ?
 	       p : BLKIF_MAX_INDIRECT_PAGES_PER_REQUEST;
@@ -425,5 +274,5 @@ bool ring_push_rsps(struct be_ring *r)
 	 * that sets rsp_event after checking rsp_prod cannot be missed. */
 	__atomic_thread_fence(__ATOMIC_SEQ_CST);
 	event = __atomic_load_n(&hdr(r)->rsp_event, __ATOMIC_RELAXED);
-	return (RING_IDX)(new - event) < (RING_IDX)(new - old);
+	return xbd_blkif_need_notify(old, new, event);
 }

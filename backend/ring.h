@@ -28,33 +28,28 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include <xen/io/blkif.h>
-#include <xen/io/protocols.h>
+#include "lib/blkif.h"
 
-/* Ring page orders we accept (32 pages, as FreeBSD; Linux stops at 4). */
-#define RING_MAX_ORDER 5
-/* Header of every shared ring: req_prod, req_event, rsp_prod, rsp_event,
- * pvt[4], pad[44]. */
-#define RING_HDR_SIZE 64u
-#define RING_PAGE_SIZE 4096u
+/* The backend's names for lib/blkif.h's constants (see there). */
+#define RING_MAX_ORDER XBD_BLKIF_MAX_RING_ORDER
+#define RING_HDR_SIZE XBD_BLKIF_SRING_HDR_SIZE
+#define RING_PAGE_SIZE XBD_BLKIF_PAGE_SIZE
+#define RING_SEGS_PER_INDIRECT_PAGE XBD_BLKIF_SEGS_PER_INDIRECT_PAGE
 
-/* Segments one indirect page holds: 4096 / sizeof(blkif_request_segment). */
-#define RING_SEGS_PER_INDIRECT_PAGE 512u
-
-/* Request/response layouts.  "native" on x86_64 and arm64 is x86_64's;
- * arm-abi has the same layout as x86_64 for blkif (64-bit alignment of
- * uint64_t), so it is parsed to RING_ABI_X86_64 too. */
+/* Request/response layouts: the backend's spelling of enum xbd_blkif_abi,
+ * same values (arm-abi and native parse to RING_ABI_X86_64). */
 enum ring_abi {
-	RING_ABI_X86_64 = 0,
-	RING_ABI_X86_32 = 1,
+	RING_ABI_X86_64 = XBD_BLKIF_ABI_X86_64,
+	RING_ABI_X86_32 = XBD_BLKIF_ABI_X86_32,
 };
 
-/*
- * The `protocol` key -> layout.  NULL (key absent) means native, like the
- * blkif.h text, QEMU and FreeBSD (Linux blkback defaults to x86_32 on x86;
- * we follow the header since Linux blkfront always writes the key).
- * Returns 0 or -EINVAL for any other string.
- */
+static inline enum xbd_blkif_abi ring_wire_abi(enum ring_abi abi)
+{
+	return (enum xbd_blkif_abi)abi;
+}
+
+/* The `protocol` key -> layout, as xbd_blkif_abi_parse(): NULL (key
+ * absent) is native.  Returns 0 or -EINVAL for any other string. */
 int ring_abi_parse(const char *protocol, enum ring_abi *out);
 const char *ring_abi_name(enum ring_abi abi);
 

@@ -111,7 +111,7 @@ int fe_io_prepare(const struct fe_limits *lim, struct fe_io *io)
 	return -EINVAL;
 }
 
-static void frag_to_seg(const struct fe_frag *f, struct fe_wire_seg *s)
+static void frag_to_seg(const struct fe_frag *f, struct xbd_blkif_seg *s)
 {
 	s->gref = f->gref;
 	s->first_sect = (uint8_t)(f->offset / SECTOR);
@@ -140,7 +140,7 @@ void fe_build_rw(const struct fe_limits *lim, const struct fe_io *io,
 	out->operation = BLKIF_OP_INDIRECT;
 	out->indirect_op = op;
 	for (i = 0; i < count; i++) {
-		struct fe_wire_seg *page = ind[i / FE_SEGS_PER_INDIRECT_PAGE].addr;
+		struct xbd_blkif_seg *page = ind[i / FE_SEGS_PER_INDIRECT_PAGE].addr;
 
 		frag_to_seg(&io->frags[first + i], &page[i % FE_SEGS_PER_INDIRECT_PAGE]);
 	}

@@ -8,7 +8,9 @@
  *     accesses (never torn, never re-read by the compiler) and ordered with
  *     the explicit fences below, which are the xen_wmb/xen_rmb/xen_mb of
  *     ring.h;
- *   - a request slot is only written, field by field;
+ *   - a request is built in private memory in the x86_64 layout (every
+ *     padding byte zero), narrowed for x86_32, and copied into its entry:
+ *     the whole entry is written, nothing stale reaches the backend;
  *   - a response slot is read exactly once, by copy_rsp(), into a local
  *     buffer; everything after that works on the copy.
  */
@@ -48,38 +50,15 @@ static inline void shared_store(uint32_t *p, uint32_t v)
 	__atomic_store_n(p, v, __ATOMIC_RELAXED);
 }
 
-static inline struct fe_wire_sring_hdr *hdr(const struct fe_ring *r)
+static inline struct xbd_blkif_sring_hdr *hdr(const struct fe_ring *r)
 {
 	return r->sring;
 }
 
 static inline unsigned char *slot(const struct fe_ring *r, uint32_t idx)
 {
-	return (unsigned char *)r->sring + sizeof(struct fe_wire_sring_hdr) +
-	       (size_t)(idx & (r->size - 1)) * r->stride;
-}
-
-const char *fe_abi_protocol(enum fe_abi abi)
-{
-	return abi == FE_ABI_X86_32 ? XEN_IO_PROTO_ABI_X86_32 : XEN_IO_PROTO_ABI_X86_64;
-}
-
-int fe_abi_parse(const char *s, enum fe_abi *out)
-{
-	if (!s || !strcmp(s, "native") || !strcmp(s, XEN_IO_PROTO_ABI_X86_64))
-		*out = FE_ABI_X86_64;
-	else if (!strcmp(s, XEN_IO_PROTO_ABI_X86_32))
-		*out = FE_ABI_X86_32;
-	else
-		return -EINVAL;
-	return 0;
-}
-
-unsigned int fe_ring_entries(unsigned int order)
-{
-	/* (4096 << order) - 64 over 112 or 108 bytes, rounded down to a power
-	 * of two, is 32 << order for every order 0..5 and both ABIs. */
-	return 32u << order;
+	return (unsigned char *)r->sring +
+	       xbd_blkif_entry_offset(fe_wire_abi(r->abi), r->size, idx);
 }
 
 int fe_ring_init(struct fe_ring *r, void *sring, unsigned int order, enum fe_abi abi)
@@ -93,11 +72,8 @@ int fe_ring_init(struct fe_ring *r, void *sring, unsigned int order, enum fe_abi
 	r->sring = sring;
 	r->abi = abi;
 	r->order = order;
-	r->size = fe_ring_entries(order);
-	r->stride = abi == FE_ABI_X86_32 ? sizeof(struct fe_x32_req_rw)
-					 : sizeof(struct fe_x64_req_rw);
-	if (sizeof(struct fe_wire_sring_hdr) + (size_t)r->size * r->stride > bytes)
-		return -EINVAL;
+	r->size = xbd_blkif_ring_entries(fe_wire_abi(abi), order);
+	r->stride = xbd_blkif_entry_size(fe_wire_abi(abi));
 	r->expect = malloc(r->size);
 	if (!r->expect)
 		return -ENOMEM;
@@ -143,11 +119,6 @@ ring_break(struct fe_ring *r, const char *fmt, ...)
 
 /* ---- request writing ---------------------------------------------------- */
 
-static unsigned int indirect_pages(unsigned int nr_segments)
-{
-	return (nr_segments + FE_SEGS_PER_INDIRECT_PAGE - 1) / FE_SEGS_PER_INDIRECT_PAGE;
-}
-
 /* The operation the response to req must carry: backends echo the
  * indirect_op of an indirect request (Linux blkback, QEMU). */
 static uint8_t expected_op(const struct fe_req *req)
@@ -187,102 +158,64 @@ static bool req_ok(const struct fe_req *req)
 	}
 }
 
-static void write_segs(struct fe_wire_seg *dst, const struct fe_req *req)
+/* A request in the x86_64 layout, in private memory. */
+union req_image {
+	struct xbd_blkif_x64_req_rw rw;
+	struct xbd_blkif_x64_req_discard discard;
+	struct xbd_blkif_x64_req_indirect ind;
+	unsigned char bytes[XBD_BLKIF_X64_ENTRY_SIZE];
+};
+
+static void encode(union req_image *img, const struct fe_req *req)
 {
-	unsigned int i;
+	unsigned int i, pages;
 
-	for (i = 0; i < req->nr_segments; i++) {
-		dst[i].gref = req->seg[i].gref;
-		dst[i].first_sect = req->seg[i].first_sect;
-		dst[i].last_sect = req->seg[i].last_sect;
-		dst[i].pad = 0;
-	}
-}
-
-static void write_x64(void *s, const struct fe_req *req)
-{
-	struct fe_x64_req_rw *rw = s;
-	struct fe_x64_req_discard *d = s;
-	struct fe_x64_req_indirect *in = s;
-	unsigned int i;
-
+	memset(img, 0, sizeof(*img));
+	/* The head every layout shares (asserted in lib/blkif.h). */
+	img->rw.operation = req->operation;
+	img->rw.id = req->id;
+	img->rw.sector_number = req->sector_number;
 	switch (req->operation) {
 	case BLKIF_OP_DISCARD:
-		d->operation = req->operation;
-		d->flag = req->discard_flag;
-		d->handle = req->handle;
-		d->pad = 0;
-		d->id = req->id;
-		d->sector_number = req->sector_number;
-		d->nr_sectors = req->nr_sectors;
+		img->discard.flag = req->discard_flag;
+		img->discard.handle = req->handle;
+		img->discard.nr_sectors = req->nr_sectors;
 		break;
 	case BLKIF_OP_INDIRECT:
-		in->operation = req->operation;
-		in->indirect_op = req->indirect_op;
-		in->nr_segments = req->nr_segments;
-		in->pad0 = 0;
-		in->id = req->id;
-		in->sector_number = req->sector_number;
-		in->handle = req->handle;
-		in->pad1 = 0;
-		for (i = 0; i < BLKIF_MAX_INDIRECT_PAGES_PER_REQUEST; i++)
-			in->indirect_grefs[i] = i < indirect_pages(req->nr_segments)
-						? req->indirect_grefs[i] : 0;
-		in->pad2 = 0;
+		img->ind.indirect_op = req->indirect_op;
+		img->ind.nr_segments = req->nr_segments;
+		img->ind.handle = req->handle;
+		pages = xbd_blkif_indirect_pages(req->nr_segments);  /* <= 8: req_ok() */
+		for (i = 0; i < pages; i++)
+			img->ind.indirect_grefs[i] = req->indirect_grefs[i];
 		break;
 	default:
-		rw->operation = req->operation;
-		rw->nr_segments = (uint8_t)req->nr_segments;
-		rw->handle = req->handle;
-		rw->pad = 0;
-		rw->id = req->id;
-		rw->sector_number = req->sector_number;
-		write_segs(rw->seg, req);
+		img->rw.nr_segments = (uint8_t)req->nr_segments;
+		img->rw.handle = req->handle;
+		for (i = 0; i < req->nr_segments; i++) {
+			img->rw.seg[i].gref = req->seg[i].gref;
+			img->rw.seg[i].first_sect = req->seg[i].first_sect;
+			img->rw.seg[i].last_sect = req->seg[i].last_sect;
+		}
 		break;
 	}
 }
 
-static void write_x32(void *s, const struct fe_req *req)
+/* Write the whole entry: x86_64 as built, x86_32 without the pad word at
+ * offset 4 (every later field sits 4 bytes lower, see lib/blkif.h). */
+static void write_req(const struct fe_ring *r, const struct fe_req *req)
 {
-	struct fe_x32_req_rw *rw = s;
-	struct fe_x32_req_discard *d = s;
-	struct fe_x32_req_indirect *in = s;
-	struct fe_wire_seg *segs;
-	unsigned int i;
+	union req_image img;
+	unsigned char *s = slot(r, r->req_prod_pvt);
 
-	switch (req->operation) {
-	case BLKIF_OP_DISCARD:
-		d->operation = req->operation;
-		d->flag = req->discard_flag;
-		d->handle = req->handle;
-		d->id = req->id;
-		d->sector_number = req->sector_number;
-		d->nr_sectors = req->nr_sectors;
-		break;
-	case BLKIF_OP_INDIRECT:
-		in->operation = req->operation;
-		in->indirect_op = req->indirect_op;
-		in->nr_segments = req->nr_segments;
-		in->id = req->id;
-		in->sector_number = req->sector_number;
-		in->handle = req->handle;
-		in->pad1 = 0;
-		for (i = 0; i < BLKIF_MAX_INDIRECT_PAGES_PER_REQUEST; i++)
-			in->indirect_grefs[i] = i < indirect_pages(req->nr_segments)
-						? req->indirect_grefs[i] : 0;
-		in->pad2 = 0;
-		break;
-	default:
-		rw->operation = req->operation;
-		rw->nr_segments = (uint8_t)req->nr_segments;
-		rw->handle = req->handle;
-		rw->id = req->id;
-		rw->sector_number = req->sector_number;
-		/* seg is 4-aligned at offset 20 of a 4-aligned slot */
-		segs = (struct fe_wire_seg *)((unsigned char *)s +
-					      offsetof(struct fe_x32_req_rw, seg));
-		write_segs(segs, req);
-		break;
+	encode(&img, req);
+	if (r->abi == FE_ABI_X86_32) {
+		memcpy(s, img.bytes, XBD_BLKIF_X64_PAD_OFFSET);
+		memcpy(s + XBD_BLKIF_X64_PAD_OFFSET,
+		       img.bytes + XBD_BLKIF_X64_PAD_OFFSET + XBD_BLKIF_X64_PAD_SIZE,
+		       XBD_BLKIF_X32_ENTRY_SIZE - XBD_BLKIF_X64_PAD_OFFSET);
+	} else {
+		memcpy(s, img.bytes, XBD_BLKIF_X64_ENTRY_SIZE);
 	}
 }
 
@@ -296,10 +229,7 @@ int fe_ring_put_req(struct fe_ring *r, const struct fe_req *req)
 		return -EEXIST;
 	if (fe_ring_free_slots(r) == 0)
 		return -EBUSY;
-	if (r->abi == FE_ABI_X86_32)
-		write_x32(slot(r, r->req_prod_pvt), req);
-	else
-		write_x64(slot(r, r->req_prod_pvt), req);
+	write_req(r, req);
 	r->expect[req->id] = expected_op(req);
 	r->req_prod_pvt++;
 	return 0;
@@ -317,7 +247,7 @@ bool fe_ring_push(struct fe_ring *r)
 	event = shared_load(&hdr(r)->req_event);
 	r->req_pushed = new;
 	/* notify iff req_event lies in (old, new] */
-	return (uint32_t)(new - event) < (uint32_t)(new - old);
+	return xbd_blkif_need_notify(old, new, event);
 }
 
 /* ---- response fetch ------------------------------------------------------ */
@@ -326,9 +256,9 @@ bool fe_ring_push(struct fe_ring *r)
 static void copy_rsp(const struct fe_ring *r, uint32_t idx, struct fe_rsp *out)
 {
 	union {
-		struct fe_x64_rsp x64;
-		struct fe_x32_rsp x32;
-		unsigned char bytes[sizeof(struct fe_x64_rsp)];
+		struct xbd_blkif_x64_rsp x64;
+		struct xbd_blkif_x32_rsp x32;
+		unsigned char bytes[sizeof(struct xbd_blkif_x64_rsp)];
 	} c;
 	size_t len = r->abi == FE_ABI_X86_32 ? sizeof(c.x32) : sizeof(c.x64);
 
@@ -353,7 +283,7 @@ int fe_ring_fetch_rsp(struct fe_ring *r, struct fe_rsp *out)
 		return -EIO;
 	prod = shared_load(&hdr(r)->rsp_prod);
 	fe_rmb();       /* rsp_prod before the responses it covers */
-	if ((uint32_t)(prod - r->rsp_cons) > issued) {
+	if (!xbd_blkif_idx_between(r->rsp_cons, prod, r->req_pushed)) {
 		ring_break(r, "rsp_prod %u runs past the %u requests issued (rsp_cons %u)",
 			   prod, issued, r->rsp_cons);
 		return -EIO;

@@ -32,20 +32,30 @@
 #include <stdbool.h>
 #include <stdint.h>
 
-#include "frontend/wire.h"
+#include "lib/blkif.h"
 
-#define FE_RING_MAX_ORDER 5
-#define FE_RING_PAGE_SIZE 4096u
+/* The frontend's names for lib/blkif.h's constants (see there). */
+#define FE_RING_MAX_ORDER XBD_BLKIF_MAX_RING_ORDER
+#define FE_RING_PAGE_SIZE XBD_BLKIF_PAGE_SIZE
+#define FE_SEGS_PER_INDIRECT_PAGE XBD_BLKIF_SEGS_PER_INDIRECT_PAGE
+#define FE_MAX_INDIRECT_SEGS XBD_BLKIF_MAX_INDIRECT_SEGS
 
+/* The frontend's spelling of enum xbd_blkif_abi, same values. */
 enum fe_abi {
-	FE_ABI_X86_64,
-	FE_ABI_X86_32,
+	FE_ABI_X86_64 = XBD_BLKIF_ABI_X86_64,
+	FE_ABI_X86_32 = XBD_BLKIF_ABI_X86_32,
 };
 
-/* The `protocol` string of an ABI, and the reverse ("native" and NULL map
- * to the build's native ABI).  fe_abi_parse returns 0 or -EINVAL. */
-const char *fe_abi_protocol(enum fe_abi abi);
-int fe_abi_parse(const char *s, enum fe_abi *out);
+static inline enum xbd_blkif_abi fe_wire_abi(enum fe_abi abi)
+{
+	return (enum xbd_blkif_abi)abi;
+}
+
+/* The `protocol` value the frontend writes for an ABI. */
+static inline const char *fe_abi_protocol(enum fe_abi abi)
+{
+	return xbd_blkif_abi_protocol(fe_wire_abi(abi));
+}
 
 /* An ABI-neutral request as the frontend issues it. */
 struct fe_req {
@@ -58,7 +68,7 @@ struct fe_req {
 	uint64_t sector_number;   /* 512-byte units */
 	uint64_t nr_sectors;      /* discard only */
 	/* direct segments (operation READ, WRITE, FLUSH, BARRIER) */
-	struct fe_wire_seg seg[BLKIF_MAX_SEGMENTS_PER_REQUEST];
+	struct xbd_blkif_seg seg[BLKIF_MAX_SEGMENTS_PER_REQUEST];
 	/* indirect pages, ceil(nr_segments / 512) of them */
 	uint32_t indirect_grefs[BLKIF_MAX_INDIRECT_PAGES_PER_REQUEST];
 };
@@ -88,8 +98,12 @@ struct fe_ring {
 
 #define FE_RING_ID_FREE 0xffu
 
-/* Number of entries of a ring of 2^order pages (same for both ABIs). */
-unsigned int fe_ring_entries(unsigned int order);
+/* Number of entries of a ring of 2^order pages (order <= FE_RING_MAX_ORDER;
+ * the same for both ABIs). */
+static inline unsigned int fe_ring_entries(unsigned int order)
+{
+	return xbd_blkif_ring_entries(XBD_BLKIF_ABI_X86_64, order);
+}
 
 /*
  * Attach to 2^order pages at sring (page aligned, already shared with the

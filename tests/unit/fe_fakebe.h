@@ -3,7 +3,7 @@
  * A small fake blkif backend for the frontend's unit tests: a thread that
  * acts as domain 0 on the local platform, maps the frontend's rings and
  * data grants through xbd_gnttab, reads requests of either ABI with raw
- * byte offsets (not frontend/wire.h, so layout mistakes show), serves them
+ * byte offsets (not lib/blkif.h, so layout mistakes show), serves them
  * from a memory disk and signals through real event channels.  It can turn
  * hostile (bad id, wrong op, runaway rsp_prod) or go silent.
  *

@@ -265,7 +265,7 @@ static void test_deferred_commit(void **state)
 	enum { N = 8 };
 	struct fx f;
 	static unsigned char bufs[N][4096];
-	const struct fe_wire_sring_hdr *h;
+	const struct xbd_blkif_sring_hdr *h;
 	struct fe_queue_stats st;
 	struct fe_queue *q;
 	struct fe_cqe c[N];

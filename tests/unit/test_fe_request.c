@@ -100,9 +100,9 @@ static void fx_fini(struct fx *f)
 
 /* Fake backend: copy every published request out of the ring (responses
  * reuse the slots), then return the copy of request idx. */
-static const struct fe_x64_req_rw *be_req(struct fx *f, uint32_t idx)
+static const struct xbd_blkif_x64_req_rw *be_req(struct fx *f, uint32_t idx)
 {
-	uint32_t prod = ((struct fe_wire_sring_hdr *)f->ringmem)->req_prod;
+	uint32_t prod = ((struct xbd_blkif_sring_hdr *)f->ringmem)->req_prod;
 
 	for (; f->be_cons != prod; f->be_cons++)
 		memcpy(f->copies[f->be_cons % NCOPIES],
@@ -114,17 +114,17 @@ static const struct fe_x64_req_rw *be_req(struct fx *f, uint32_t idx)
 /* Fake backend: answer request idx (in ring order) with status. */
 static void be_answer(struct fx *f, uint32_t idx, int16_t status)
 {
-	const struct fe_x64_req_rw *q = be_req(f, idx);
+	const struct xbd_blkif_x64_req_rw *q = be_req(f, idx);
 	uint8_t op = q->operation;
-	struct fe_x64_rsp *r = (void *)(f->ringmem + 64 + (f->be_prod++ & (f->ring.size - 1)) * 112);
+	struct xbd_blkif_x64_rsp *r = (void *)(f->ringmem + 64 + (f->be_prod++ & (f->ring.size - 1)) * 112);
 	uint64_t id = q->id;
 
 	if (op == BLKIF_OP_INDIRECT)
-		op = ((const struct fe_x64_req_indirect *)q)->indirect_op;
+		op = ((const struct xbd_blkif_x64_req_indirect *)q)->indirect_op;
 	r->id = id;
 	r->operation = op;
 	r->status = status;
-	((struct fe_wire_sring_hdr *)f->ringmem)->rsp_prod = f->be_prod;
+	((struct xbd_blkif_sring_hdr *)f->ringmem)->rsp_prod = f->be_prod;
 }
 
 struct done_log {
@@ -294,8 +294,8 @@ static unsigned int check_req(struct fx *f, uint32_t idx, const struct fe_io *io
 			      unsigned int first_frag, uint64_t sector, bool *indirect,
 			      unsigned int *npages)
 {
-	const struct fe_x64_req_rw *q = be_req(f, idx);
-	const struct fe_x64_req_indirect *in = (const void *)q;
+	const struct xbd_blkif_x64_req_rw *q = be_req(f, idx);
+	const struct xbd_blkif_x64_req_indirect *in = (const void *)q;
 	unsigned int n;
 
 	*indirect = q->operation == BLKIF_OP_INDIRECT;
@@ -312,7 +312,7 @@ static unsigned int check_req(struct fx *f, uint32_t idx, const struct fe_io *io
 	assert_int_equal(in->handle, f->lim.handle);
 	for (unsigned int i = 0; i < n; i++) {
 		unsigned int pg = in->indirect_grefs[i / 512] - 9000;
-		const struct fe_wire_seg *s = (const void *)(f->pool.mem + (size_t)pg * 4096);
+		const struct xbd_blkif_seg *s = (const void *)(f->pool.mem + (size_t)pg * 4096);
 		assert_int_equal(s[i % 512].gref, io->frags[first_frag + i].gref);
 		assert_int_equal(s[i % 512].first_sect, io->frags[first_frag + i].offset / 512);
 		assert_int_equal(s[i % 512].last_sect,
@@ -442,7 +442,7 @@ static void test_special_ops(void **state)
 		f.lim.discard_secure = cases[i].secure;
 		assert_int_equal(fe_io_prepare(&f.lim, &io), 0);
 		assert_int_equal(issue_all(&f, &io, NULL), 1);
-		const struct fe_x64_req_discard *q = (const void *)be_req(&f, 0);
+		const struct xbd_blkif_x64_req_discard *q = (const void *)be_req(&f, 0);
 		assert_int_equal(q->operation, cases[i].wire_op);
 		if (disc) {
 			assert_int_equal(q->flag, cases[i].flag);
