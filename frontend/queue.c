@@ -11,19 +11,30 @@
  *             pages go back to the pool, and it moves to the local `done`
  *             list of the thread that processed it (or to the queue's
  *             completion queue);
- *   deliver   that thread, without the lock, calls the callback and frees
- *             it (completion-queue entries are freed by fe_queue_reap).
+ *   deliver   that thread, without the lock, calls the callback, then
+ *             gives the I/O back (completion-queue entries are given back
+ *             by fe_queue_reap).
+ * Memory: an I/O of up to APP_INLINE_IOV iovec pieces and APP_INLINE_PAGES
+ * pages (64 KiB) lives in one struct fe_app_io taken from the queue's free
+ * list (q->free_ios, under the lock) and given back to it, so the steady
+ * state calls malloc and free for none of them; larger I/Os get one
+ * allocation each, sized for their arrays.  The free list keeps at most
+ * ring.size structures (what the ring can hold in flight).
  * Recovery (fe_queue_reset) and death (fe_queue_fail_all) move in-flight
  * I/Os back to the wait list first, so every I/O ends in exactly one place.
  */
 #include <errno.h>
 #include <limits.h>
 #include <stdarg.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "frontend/queue.h"
+
+#define APP_INLINE_IOV 4u
+#define APP_INLINE_PAGES 16u
 
 struct fe_app_io {
 	struct fe_io io;              /* first: the request layer's view */
@@ -31,13 +42,19 @@ struct fe_app_io {
 	void *arg;
 	uint64_t user_data;
 	int result;                   /* final status */
+	bool cached;                  /* inline arrays only: goes back to the free list */
 	struct iovec *iov;            /* copy of the caller's array */
 	int iovcnt;
 	unsigned int npages;
 	bool have_pages;
 	struct fe_page *pages;        /* npages bounce pages */
 	struct fe_frag *frags;        /* npages fragments, one per page */
-	struct fe_app_io *done_next;
+	struct fe_app_io *done_next;  /* done list, completion queue or free list */
+	/* everything above is reset for each I/O; the arrays below are
+	 * written before use (larger I/Os have theirs after the struct) */
+	struct iovec iov_in[APP_INLINE_IOV];
+	struct fe_page pages_in[APP_INLINE_PAGES];
+	struct fe_frag frags_in[APP_INLINE_PAGES];
 };
 
 /* Finished I/Os collected under the lock, delivered after it. */
@@ -214,6 +231,71 @@ static int pages_acquire(struct fe_queue *q, struct fe_app_io *a)
 	return 0;
 }
 
+/* ---- I/O structures ------------------------------------------------------------ */
+
+/* An I/O structure with room for iovcnt pieces, npages bounce pages and
+ * nfrags fragments, header zeroed: from the free list when the inline
+ * arrays suffice, else malloc.  Lock held (the free list). */
+static struct fe_app_io *app_get(struct fe_queue *q, int iovcnt, unsigned int npages,
+				 unsigned int nfrags)
+{
+	bool small = (unsigned int)iovcnt <= APP_INLINE_IOV && npages <= APP_INLINE_PAGES &&
+		     nfrags <= APP_INLINE_PAGES;
+	struct fe_app_io *a = small ? q->free_ios : NULL;
+	size_t extra = 0;
+
+	if (a) {
+		q->free_ios = a->done_next;
+		q->nfree_ios--;
+	} else {
+		if (!small)
+			extra = (size_t)iovcnt * sizeof(struct iovec) +
+				npages * sizeof(struct fe_page) + nfrags * sizeof(struct fe_frag);
+		a = malloc(sizeof(*a) + extra);
+		if (!a)
+			return NULL;
+		q->stats.io_allocs++;
+	}
+	memset(a, 0, offsetof(struct fe_app_io, iov_in));
+	a->cached = small;
+	if (small) {
+		a->iov = a->iov_in;
+		a->pages = a->pages_in;
+		a->frags = a->frags_in;
+	} else {
+		a->iov = (struct iovec *)(a + 1);
+		a->pages = (struct fe_page *)(a->iov + iovcnt);
+		a->frags = (struct fe_frag *)(a->pages + npages);
+	}
+	return a;
+}
+
+/* Give an I/O structure back: to the free list while it holds fewer than
+ * the ring's entries, else to free().  Lock held. */
+static void app_put(struct fe_queue *q, struct fe_app_io *a)
+{
+	if (a->cached && q->nfree_ios < q->ring.size) {
+		a->done_next = q->free_ios;
+		q->free_ios = a;
+		q->nfree_ios++;
+		return;
+	}
+	free(a);
+}
+
+/* Free the free list down to keep entries.  Lock held. */
+static void app_trim(struct fe_queue *q, unsigned int keep)
+{
+	struct fe_app_io *a;
+
+	while (q->nfree_ios > keep) {
+		a = q->free_ios;
+		q->free_ios = a->done_next;
+		q->nfree_ios--;
+		free(a);
+	}
+}
+
 /* ---- completion -------------------------------------------------------------- */
 
 static void done_push(struct done_list *d, struct fe_app_io *a)
@@ -247,18 +329,26 @@ static void finish(struct fe_queue *q, struct fe_app_io *a, int status, struct d
 	else
 		q->cq_head = a;
 	q->cq_tail = a;
+	__atomic_store_n(&q->cq_len, q->cq_len + 1, __ATOMIC_RELEASE);
 	d->n++;
 }
 
-static void deliver(struct done_list *d)
+/* Run the callbacks of d (lock not held), then give the I/Os back with one
+ * lock round.  A callback does not close the queue (queue.h). */
+static void deliver(struct fe_queue *q, struct done_list *d)
 {
-	struct fe_app_io *a = d->head, *next;
+	struct fe_app_io *a, *next;
 
-	for (; a; a = next) {
-		next = a->done_next;
+	if (!d->head)
+		return;
+	for (a = d->head; a; a = a->done_next)
 		a->cb(a->arg, a->result);
-		free(a);
+	pthread_mutex_lock(&q->lock);
+	for (a = d->head; a; a = next) {
+		next = a->done_next;
+		app_put(q, a);
 	}
+	pthread_mutex_unlock(&q->lock);
 	d->head = d->tail = NULL;
 }
 
@@ -266,6 +356,8 @@ unsigned int fe_queue_reap(struct fe_queue *q, struct fe_cqe *cqe, unsigned int 
 {
 	unsigned int got = 0;
 
+	if (!n || !__atomic_load_n(&q->cq_len, __ATOMIC_ACQUIRE))
+		return 0;       /* no lock round for the caller's last, empty call */
 	pthread_mutex_lock(&q->lock);
 	while (got < n && q->cq_head) {
 		struct fe_app_io *a = q->cq_head;
@@ -274,8 +366,9 @@ unsigned int fe_queue_reap(struct fe_queue *q, struct fe_cqe *cqe, unsigned int 
 		if (!q->cq_head)
 			q->cq_tail = NULL;
 		cqe[got++] = (struct fe_cqe){ a->user_data, a->result };
-		free(a);
+		app_put(q, a);
 	}
+	__atomic_store_n(&q->cq_len, q->cq_len - got, __ATOMIC_RELEASE);
 	pthread_mutex_unlock(&q->lock);
 	return got;
 }
@@ -394,7 +487,7 @@ void fe_queue_fail_all(struct fe_queue *q, int err, const char *why)
 	pthread_mutex_lock(&q->lock);
 	die_locked(q, err, &d, "%s", why);
 	pthread_mutex_unlock(&q->lock);
-	deliver(&d);
+	deliver(q, &d);
 }
 
 /* ---- connect / reset ---------------------------------------------------------- */
@@ -423,7 +516,7 @@ int fe_queue_connect(struct fe_queue *q, const struct fe_limits *lim)
 	kick(q, &d);
 out:
 	pthread_mutex_unlock(&q->lock);
-	deliver(&d);
+	deliver(q, &d);
 	return rc;
 }
 
@@ -447,9 +540,10 @@ int fe_queue_reset(struct fe_queue *q, unsigned int order, enum fe_abi abi)
 	if (rc)
 		die_locked(q, rc, &d, "queue %u: cannot set up a new ring: %s", q->index,
 			   strerror(-rc));
+	app_trim(q, q->ring.size);      /* a smaller ring keeps fewer */
 out:
 	pthread_mutex_unlock(&q->lock);
-	deliver(&d);
+	deliver(q, &d);
 	return rc;
 }
 
@@ -462,6 +556,7 @@ void fe_queue_destroy(struct fe_queue *q)
 	fe_queue_fail_all(q, -ENODEV, "queue closed");
 	while (fe_queue_reap(q, &c, 1))
 		;
+	app_trim(q, 0);
 	fe_shadow_destroy(&q->shadow);
 	fe_gntpool_destroy(q->pool);
 	if (q->evt)
@@ -475,25 +570,21 @@ void fe_queue_destroy(struct fe_queue *q)
 
 /* ---- submit / process ------------------------------------------------------------ */
 
-/* One allocation: the I/O, its iovec copy, bounce pages and fragments.
- * direct: fragments of caller buffers already granted (no bounce). */
-static struct fe_app_io *app_alloc(enum fe_op op, uint64_t offset, uint64_t len,
-				   const struct iovec *iov, int iovcnt,
-				   const struct fe_frag *direct, unsigned int ndirect)
+/* The I/O structure for a submission, its arrays filled in (lock held):
+ * the iovec copy and, for a bounced read or write, one fragment per bounce
+ * page; direct: fragments of caller buffers already granted (no bounce). */
+static struct fe_app_io *app_make(struct fe_queue *q, enum fe_op op, uint64_t offset,
+				  uint64_t len, const struct iovec *iov, int iovcnt,
+				  const struct fe_frag *direct, unsigned int ndirect)
 {
 	bool rw = op == FE_OP_READ || op == FE_OP_WRITE;
 	unsigned int npages = rw && !direct ?
 			      (unsigned int)((len + XBD_PAGE_SIZE - 1) / XBD_PAGE_SIZE) : 0;
 	unsigned int nfrags = direct ? ndirect : npages, i;
-	size_t sz = sizeof(struct fe_app_io) + (size_t)iovcnt * sizeof(struct iovec) +
-		    npages * sizeof(struct fe_page) + nfrags * sizeof(struct fe_frag);
-	struct fe_app_io *a = calloc(1, sz);
+	struct fe_app_io *a = app_get(q, iovcnt, npages, nfrags);
 
 	if (!a)
 		return NULL;
-	a->iov = (struct iovec *)(a + 1);
-	a->pages = (struct fe_page *)(a->iov + iovcnt);
-	a->frags = (struct fe_frag *)(a->pages + npages);
 	if (iovcnt)
 		memcpy(a->iov, iov, (size_t)iovcnt * sizeof(*iov));
 	a->iovcnt = iovcnt;
@@ -502,7 +593,9 @@ static struct fe_app_io *app_alloc(enum fe_op op, uint64_t offset, uint64_t len,
 		memcpy(a->frags, direct, nfrags * sizeof(*direct));
 	for (i = 0; i < npages; i++) {
 		uint64_t left = len - (uint64_t)i * XBD_PAGE_SIZE;
-		a->frags[i].len = (uint16_t)(left < XBD_PAGE_SIZE ? left : XBD_PAGE_SIZE);
+
+		a->frags[i] = (struct fe_frag){ .len = (uint16_t)(left < XBD_PAGE_SIZE ?
+								   left : XBD_PAGE_SIZE) };
 	}
 	a->io = (struct fe_io){ .op = op, .offset = offset, .len = len,
 				.frags = nfrags ? a->frags : NULL, .nfrags = nfrags };
@@ -535,36 +628,36 @@ static int submit(struct fe_queue *q, enum fe_op op, uint64_t offset, uint64_t l
 		  unsigned int ndirect, fe_app_cb cb, void *arg, uint64_t user_data, bool now)
 {
 	struct done_list d = { 0 };
-	struct fe_app_io *a;
+	struct fe_app_io *a = NULL;
 	int rc;
 
 	rc = args_ok(q, op, len, iov, iovcnt, direct != NULL);
 	if (rc)
 		return rc;
-	a = app_alloc(op, offset, len, iov, iovcnt, direct, ndirect);
-	if (!a)
-		return -ENOMEM;
-	a->cb = cb;
-	a->arg = arg;
-	a->user_data = user_data;
 	pthread_mutex_lock(&q->lock);
 	if (q->dead)
 		rc = q->dead;
 	else if (!q->lim.sector_size)
 		rc = -ENOTCONN;
+	else if (!(a = app_make(q, op, offset, len, iov, iovcnt, direct, ndirect)))
+		rc = -ENOMEM;
 	else
 		rc = fe_io_prepare(&q->lim, &a->io);
-	if (rc == 0) {
-		q->stats.submitted++;
-		wait_append(q, &a->io);
-		fill(q, &d);
-		if (now)
-			push(q);
-	}
-	pthread_mutex_unlock(&q->lock);
 	if (rc)
-		free(a);
-	deliver(&d);
+		goto out;
+	a->cb = cb;
+	a->arg = arg;
+	a->user_data = user_data;
+	q->stats.submitted++;
+	wait_append(q, &a->io);
+	fill(q, &d);
+	if (now)
+		push(q);
+out:
+	if (rc && a)
+		app_put(q, a);
+	pthread_mutex_unlock(&q->lock);
+	deliver(q, &d);
 	return rc;
 }
 
@@ -658,7 +751,7 @@ int fe_queue_process_polled(struct fe_queue *q, bool signalled)
 		(void)xbd_evtchn_unmask(q->evt, (xbd_evtchn_port_t)q->port);
 	rc = q->dead ? q->dead : d.n;
 	pthread_mutex_unlock(&q->lock);
-	deliver(&d);
+	deliver(q, &d);
 	if (broke && q->on_broken)
 		q->on_broken(q->on_broken_arg, -EIO, why);
 	return rc;
@@ -668,6 +761,7 @@ void fe_queue_get_stats(struct fe_queue *q, struct fe_queue_stats *out)
 {
 	pthread_mutex_lock(&q->lock);
 	*out = q->stats;
+	out->io_cached = q->nfree_ios;
 	fe_gntpool_get_stats(q->pool, &out->pool);
 	pthread_mutex_unlock(&q->lock);
 }

@@ -58,6 +58,9 @@ struct fe_cqe {
 struct fe_queue_stats {
 	uint64_t submitted, completed, errors, notifies, events;
 	uint64_t spurious;            /* processing rounds with events but no response */
+	uint64_t io_allocs;           /* I/O structures taken from malloc (free list empty,
+				       * or an I/O too large for a cached one) */
+	unsigned int io_cached;       /* I/O structures on the free list now */
 	struct fe_gntpool_stats pool;
 };
 
@@ -88,6 +91,16 @@ struct fe_queue {
 	char error[160];              /* why it died */
 	struct fe_io *wait_head, *wait_tail; /* FIFO of I/Os not fully issued */
 	struct fe_app_io *cq_head, *cq_tail; /* finished I/Os without callback */
+	unsigned int cq_len;          /* entries on it; also read without the lock
+				       * (atomic) by fe_queue_reap's empty check */
+	/* Free list of I/O structures (LIFO, linked through done_next): an
+	 * I/O small enough for the inline arrays comes from here and goes
+	 * back here when its completion is delivered, so the steady state
+	 * allocates nothing per request.  At most ring.size entries are
+	 * kept (the ring bounds what is in flight on the backend; more
+	 * go back to free()); freed at destroy. */
+	struct fe_app_io *free_ios;
+	unsigned int nfree_ios;
 	struct fe_queue_stats stats;
 	/* called (without the lock) once when the backend broke this ring,
 	 * so the device can shut its other queues down too; set before I/O */
@@ -177,7 +190,10 @@ int fe_queue_process_polled(struct fe_queue *q, bool signalled);
  * index, no lock, no syscall (for a short poll before sleeping). */
 bool fe_queue_rsp_waiting(struct fe_queue *q);
 
-/* Take up to n entries from the completion queue; returns how many. */
+/* Take up to n entries from the completion queue; returns how many.  An
+ * empty completion queue is seen without the lock (one atomic load): an
+ * entry another thread is adding at that moment is left for the next
+ * call, as if this one had come first. */
 unsigned int fe_queue_reap(struct fe_queue *q, struct fe_cqe *cqe, unsigned int n);
 
 /* Shut the queue down with err: every waiting and in-flight I/O completes

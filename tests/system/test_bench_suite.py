@@ -194,6 +194,43 @@ def test_notifications_per_request_from_backend_statistics():
     assert contenders.evt_per_req(a, a)["evt_per_req"] is None
 
 
+def test_scaling_from_paired_runs(tmp_path):
+    """xbd-fio-2q's alternating 1/2-queue runs decide the ratio, not
+    xbd-fio's 2-job run made minutes earlier on another machine."""
+    res = synthetic()
+    two = dict(rec("xbd-fio-2q", "read4k-qd64-j2", 190000),
+               paired_1q_iops=[100000, 120000], paired_2q_iops=[180000, 190000],
+               paired_scaling=370000 / 220000)
+    res["results"] += [rec("xbd-fio", "read4k-qd64-j2", 40000), two]
+    text = open(report.write(res, str(tmp_path))).read()
+    assert "| tmpfs | read4k-qd64-j2 | 110.0k | 185.0k | 1.68 |" in text
+    assert ("| 2 jobs on 2 queues ≥ 1.5 × 2 jobs on 1 queue (4k randread QD64) | "
+            "xbd-fio-2q, paired 1/2-queue runs | 1.68 | yes |") in text
+
+
+def test_paired_runs_alternate_queue_counts():
+    """XbdFio2Q runs 1 queue then 2 queues, PAIRS times, and measures the
+    last 2-queue run through the contender's run() (CPU, notifications)."""
+    import contenders
+    c = contenders.XbdFio2Q("B", "W")
+    seen, measured = [], []
+
+    def fake_run(w, runtime):
+        seen.append(c.queues)
+        return {"iops": 1000.0 * c.queues}
+    c._run = fake_run
+    orig = contenders.XbdFio.run
+    contenders.XbdFio.run = lambda self, w, rt: measured.append(self.queues) or fake_run(w, rt)
+    try:
+        fig = c.run({"jobs": 2}, 1)
+    finally:
+        contenders.XbdFio.run = orig
+    assert seen == [1, 2] * c.PAIRS
+    assert measured == [2]
+    assert fig["paired_1q_iops"] == [1000.0] * c.PAIRS
+    assert fig["paired_scaling"] == 2.0
+
+
 def test_goals_scaling_and_notifications(tmp_path):
     res = synthetic()
     fio1 = dict(rec("xbd-fio", "read4k-qd64-j1", 85000), evt_per_req=0.032,
