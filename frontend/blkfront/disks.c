@@ -6,7 +6,15 @@
  * watches device/vbd and, on each event (and every RESCAN_MS, because the
  * backend's online node lives outside our tree), compares what xenstore
  * says with the table: new vbds are opened, vbds that went away (removed,
- * backend online=0, device dead) are unlinked and closed once unused.
+ * backend online=0) are unlinked and closed once unused.
+ *
+ * Completion threads ("reapers"): one per queue of each disk, started by
+ * the watcher when it opens the disk and joined by it before the close.
+ * A reaper sleeps in poll(2) on its queue's event-channel fd and the
+ * disk's stop eventfd, and runs xbdfront_process() when the backend
+ * signalled: the callbacks of fs.c answer the FUSE requests from there.
+ * The reapers inherit the watcher's signal mask (the stop signals
+ * blocked: they are main's).
  */
 #include <errno.h>
 #include <inttypes.h>
@@ -48,6 +56,7 @@ struct disks {
 	struct disk *list;
 	struct failed failed[MAX_FAILED];   /* watcher only */
 	unsigned int nfailed;
+	uint64_t serial;              /* watcher only: the last disk's serial */
 };
 
 struct disk *disks_get(struct disks *t, const char *name)
@@ -56,6 +65,19 @@ struct disk *disks_get(struct disks *t, const char *name)
 
 	pthread_mutex_lock(&t->lock);
 	for (d = t->list; d && strcmp(d->name, name); d = d->next)
+		;
+	if (d)
+		d->refs++;            /* dropped by disks_put() */
+	pthread_mutex_unlock(&t->lock);
+	return d;
+}
+
+struct disk *disks_get_id(struct disks *t, uint32_t devid)
+{
+	struct disk *d;
+
+	pthread_mutex_lock(&t->lock);
+	for (d = t->list; d && d->devid != devid; d = d->next)
 		;
 	if (d)
 		d->refs++;            /* dropped by disks_put() */
@@ -81,6 +103,80 @@ void disks_each(struct disks *t, void (*fn)(void *arg, const struct disk *d), vo
 	pthread_mutex_unlock(&t->lock);
 }
 
+/* A completion thread: queue q of disk d (see the top of the file).  A
+ * queue that died (xbdfront_process < 0: the device shut down, its I/O
+ * failed) is not polled again; the thread then waits for the stop. */
+struct reaper_arg {
+	struct disk *d;
+	unsigned int q;
+};
+
+static void *reaper(void *arg)
+{
+	struct reaper_arg a = *(struct reaper_arg *)arg;
+	struct pollfd p[2] = {
+		{ .fd = a.d->stop_fd, .events = POLLIN },
+		{ .fd = xbdfront_queue_fd(a.d->dev, a.q), .events = POLLIN },
+	};
+
+	free(arg);
+	for (;;) {
+		if (poll(p, 2, -1) < 0 && errno != EINTR)
+			break;
+		if (p[0].revents)
+			break;
+		if (p[1].revents && xbdfront_process(a.d->dev, a.q) < 0)
+			p[1].fd = -1;
+	}
+	return NULL;
+}
+
+/* Join the completion threads that run; safe on a disk that has none. */
+static void reapers_stop(struct disk *d)
+{
+	uint64_t one = 1;
+	unsigned int i;
+
+	if (d->nreapers && write(d->stop_fd, &one, sizeof(one)) == sizeof(one))
+		for (i = 0; i < d->nreapers; i++)
+			pthread_join(d->reapers[i], NULL);
+	d->nreapers = 0;
+	free(d->reapers);
+	d->reapers = NULL;
+	if (d->stop_fd >= 0)
+		close(d->stop_fd);
+	d->stop_fd = -1;
+}
+
+/* One completion thread per queue of d, or -errno (none left running). */
+static int reapers_start(struct disk *d)
+{
+	struct reaper_arg *a;
+	unsigned int i;
+	int rc = 0;
+
+	d->stop_fd = eventfd(0, EFD_CLOEXEC);
+	d->reapers = calloc(d->nq, sizeof(*d->reapers));
+	if (d->stop_fd < 0 || !d->reapers)
+		rc = d->stop_fd < 0 ? -errno : -ENOMEM;
+	for (i = 0; !rc && i < d->nq; i++) {
+		a = malloc(sizeof(*a));
+		if (!a) {
+			rc = -ENOMEM;
+			break;
+		}
+		*a = (struct reaper_arg){ d, i };   /* freed by the thread */
+		rc = -pthread_create(&d->reapers[i], NULL, reaper, a);
+		if (rc)
+			free(a);
+		else
+			d->nreapers++;
+	}
+	if (rc)
+		reapers_stop(d);
+	return rc;
+}
+
 /* Close a disk already unlinked from the list: wait for the FUSE
  * operations that hold it (the library fails what the backend does not
  * answer, so they end), then close. */
@@ -90,6 +186,7 @@ static void disk_close(struct disks *t, struct disk *d)
 	while (d->refs)
 		pthread_cond_wait(&t->cond, &t->lock);
 	pthread_mutex_unlock(&t->lock);
+	reapers_stop(d);
 	xbdfront_close(d->dev);
 	log_info("%s closed", d->name);
 	free(d);
@@ -138,6 +235,7 @@ static int disk_open(struct disks *t, uint32_t devid)
 	if (!d)
 		return -ENOMEM;
 	d->devid = devid;
+	d->stop_fd = -1;
 	if (xbd_vdev_name(devid, d->name, sizeof(d->name)) < 0)
 		snprintf(d->name, sizeof(d->name), "%" PRIu32, devid);
 	snprintf(id, sizeof(id), "%" PRIu32, devid);
@@ -148,6 +246,15 @@ static int disk_open(struct disks *t, uint32_t devid)
 		return rc;
 	}
 	xbdfront_get_info(d->dev, &info);
+	d->nq = info.nr_queues;
+	d->serial = ++t->serial;
+	rc = reapers_start(d);
+	if (rc) {
+		log_err("%s: cannot start its completion threads: %s", d->name, strerror(-rc));
+		xbdfront_close(d->dev);
+		free(d);
+		return rc;
+	}
 	d->size = info.sectors * 512;
 	d->sector_size = info.sector_size;
 	d->readonly = info.readonly;
@@ -163,18 +270,19 @@ static int disk_open(struct disks *t, uint32_t devid)
 }
 
 /* Whether the vbd devid (listed under device/vbd) is still attached:
- * the backend's online node says 1 and the device is alive. */
+ * the backend's online node says 1.  A device that died (its backend
+ * broke the protocol) stays in the table, its file failing every call
+ * with EIO, until the toolstack detaches it, as a Linux guest keeps the
+ * disk of a blkfront in error: no reconnect against that backend, and
+ * no file vanishing under its users. */
 static bool still_attached(struct disks *t, const struct disk *d)
 {
-	struct xbdfront_info info;
 	char fe[96], be[256];
 	unsigned int online;
 
 	snprintf(fe, sizeof(fe), "%s/%" PRIu32, t->base, d->devid);
-	if (xbd_xs_read_buf(t->xs, XBT_NULL, fe, "backend", be, sizeof(be)) ||
-	    xbd_xs_read_uint(t->xs, XBT_NULL, be, "online", 0, 1, &online) || !online)
-		return false;
-	return xbdfront_get_info(d->dev, &info) == 0 && info.error == 0;
+	return !xbd_xs_read_buf(t->xs, XBT_NULL, fe, "backend", be, sizeof(be)) &&
+	       !xbd_xs_read_uint(t->xs, XBT_NULL, be, "online", 0, 1, &online) && online;
 }
 
 static bool listed(char **names, unsigned int n, uint32_t devid)

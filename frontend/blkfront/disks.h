@@ -6,16 +6,22 @@
  * Threads: the watcher thread (disks_start) is the only one that opens
  * and closes devices, all in the one domain handle main() opened (so any
  * number of vbds of the domain are connected at once); FUSE worker
- * threads look disks up by name and hold a reference for the length of
- * one operation.
+ * threads look disks up by name or id and hold a reference for the
+ * length of one request: from the handler until the request is answered,
+ * which for I/O is the completion callback.  Each disk has one completion
+ * thread per queue (started with the disk, stopped before it is closed):
+ * it polls the queue's fd and runs xbdfront_process(), so the callbacks
+ * of that queue's I/O run there (or on whichever thread fails the I/O).
  * Lifetime: a disk is unlinked from the table when its vbd goes away
  * (the toolstack detached it, or the device died); the watcher then waits
- * for every reference to drop before xbdfront_close(), which fails what
- * the backend has not answered with -ENODEV (no I/O hangs).
+ * for every reference to drop before it stops the completion threads and
+ * calls xbdfront_close().  A detach fails what the backend has not
+ * answered (libxbdfront's monitor), so no request holds a disk forever.
  */
 #ifndef XBD_BLKFRONT_DISKS_H
 #define XBD_BLKFRONT_DISKS_H
 
+#include <pthread.h>
 #include <stdbool.h>
 #include <stdint.h>
 #include "frontend/xbdfront.h"
@@ -27,6 +33,16 @@ struct disk {
 	uint64_t size;                /* bytes */
 	unsigned int sector_size;
 	bool readonly, discard, flush;
+	uint64_t serial;              /* unique per connection of this table (open
+				       * files remember it: a re-attached vbd is a
+				       * new disk to them) */
+	unsigned int nq;              /* queues of dev */
+	unsigned int rr;              /* next queue (atomic, round robin) */
+	unsigned long inflight;       /* FUSE requests not answered yet (atomic) */
+	unsigned long max_inflight;   /* the most at once since connect (atomic) */
+	int stop_fd;                  /* eventfd: the completion threads stop */
+	pthread_t *reapers;           /* completion threads (watcher only) */
+	unsigned int nreapers;        /* how many of them run */
 	unsigned int refs;            /* under the table lock */
 	struct disk *next;
 };
@@ -44,6 +60,8 @@ void disks_stop(struct disks *t);
 
 /* A referenced disk by file name, or NULL; disks_put() drops it. */
 struct disk *disks_get(struct disks *t, const char *name);
+/* The same, by vbd device id. */
+struct disk *disks_get_id(struct disks *t, uint32_t devid);
 void disks_put(struct disks *t, struct disk *d);
 /* Call fn for every connected disk (names for readdir), under the lock. */
 void disks_each(struct disks *t, void (*fn)(void *arg, const struct disk *d), void *arg);

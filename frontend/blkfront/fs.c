@@ -1,119 +1,96 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * xbd-blkfront's FUSE side: one regular file per connected vbd.
+ * xbd-blkfront's FUSE side: one regular file per connected vbd, served
+ * with libfuse's low-level API and asynchronous replies.
  *
- * Threads: libfuse's worker threads call these operations concurrently.
- * Each one looks its disk up by path and holds a reference for the call
- * only, so a detach never waits for a file to be closed: later calls on a
- * vanished disk fail with EIO (ENOENT for lookups).  The I/O goes through
- * libxbdfront's synchronous helpers, which submit on a queue chosen by the
- * calling thread (thread id modulo queues, as blk-mq maps CPUs to hardware
- * queues), so FUSE threads spread over the device's queues.
- * Lock: disk->rmw under fs_rmw_lock: writes that do not cover whole
- * sectors are read-modify-write, serialised per process.
+ * Inodes: the root directory is FUSE_ROOT_ID; the file of vbd devid is
+ * inode devid + 2.  open() stores the disk's serial in fi->fh, so a file
+ * opened before a detach fails with EIO afterwards, even when the same
+ * vbd is attached again (a new disk to it).
+ *
+ * Threads: libfuse's worker threads (fuse_session_loop_mt) run the
+ * handlers.  A read, write, fsync or fallocate handler only submits: it
+ * takes a reference on the disk, puts the request on one of the disk's
+ * queues (round robin, as blk-mq spreads CPUs over hardware queues) with
+ * xbdfront_submit() and returns.  The answer (fuse_reply_*) comes from
+ * io_done(), the completion callback, on the disk's completion thread of
+ * that queue (disks.c) or on the thread that failed the I/O.  So the
+ * kernel's queue depth (FS_MAX_BACKGROUND requests of asynchronous
+ * direct I/O) becomes the ring's, with a few worker threads.
+ * Lifetime: a struct fs_io and the disk reference it holds live from the
+ * handler to io_done(); blkfront_fs_serve() waits for every answer
+ * (fs_pending) before it unmounts and frees the session.
+ * Lock: fs_rmw_lock: writes that do not cover whole sectors are
+ * read-modify-write, serialised per process; they wait for their two
+ * steps in the worker thread (a rare path: dd of odd sizes).
  */
-#define FUSE_USE_VERSION 31
+#define FUSE_USE_VERSION 312
 #include <errno.h>
 #include <fcntl.h>
-#include <fuse.h>
+#include <fuse_lowlevel.h>
+#include <inttypes.h>
 #include <linux/falloc.h>
 #include <pthread.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <time.h>
 
 #include "frontend/blkfront/disks.h"
 #include "frontend/blkfront/fs.h"
+#include "lib/log.h"
+
+/* Requests of asynchronous direct I/O the kernel keeps in flight towards
+ * us (fuse_conn_info.max_background; the kernel's default is 12). */
+#define FS_MAX_BACKGROUND 256
+/* Worker threads: the handlers never wait for I/O except the
+ * read-modify-write path, so a few serve any queue depth. */
+#define FS_MAX_THREADS 4
+
+#define XATTR_INFLIGHT "user.xbd.inflight"
+#define XATTR_MAX_INFLIGHT "user.xbd.max_inflight"
 
 static pthread_mutex_t fs_rmw_lock = PTHREAD_MUTEX_INITIALIZER;
+/* Requests submitted and not answered, over every disk (atomic): the
+ * session must outlive their answers. */
+static unsigned long fs_pending;
 
-static struct disks *table(void)
+static struct disks *table(fuse_req_t req)
 {
-	return fuse_get_context()->private_data;
+	return fuse_req_userdata(req);
 }
 
-/* The disk of "/<name>", referenced, or NULL. */
-static struct disk *lookup(const char *path)
+static fuse_ino_t ino_of(const struct disk *d)
 {
-	if (path[0] != '/' || !path[1] || strchr(path + 1, '/'))
-		return NULL;
-	return disks_get(table(), path + 1);
+	return (fuse_ino_t)d->devid + 2;
 }
 
-static void *fs_init(struct fuse_conn_info *conn, struct fuse_config *cfg)
-{
-	cfg->direct_io = 1;          /* no page cache: every read reaches the disk */
-	cfg->attr_timeout = 0;       /* size and presence follow attach/detach */
-	cfg->entry_timeout = 0;
-	cfg->negative_timeout = 0;
-	cfg->use_ino = 0;
-	conn->max_write = 1u << 20;
-	if (conn->capable & FUSE_CAP_ATOMIC_O_TRUNC)
-		conn->want |= FUSE_CAP_ATOMIC_O_TRUNC;   /* O_TRUNC is ignored, as on a block device */
-	return fuse_get_context()->private_data;
-}
-
-static int fs_getattr(const char *path, struct stat *st, struct fuse_file_info *fi)
+/* The disk of inode ino, referenced, or NULL; with fi, also NULL when
+ * the file was opened on an earlier connection of the vbd. */
+static struct disk *disk_of(fuse_req_t req, fuse_ino_t ino, const struct fuse_file_info *fi)
 {
 	struct disk *d;
 
-	(void)fi;
-	memset(st, 0, sizeof(*st));
-	if (!strcmp(path, "/")) {
-		st->st_mode = S_IFDIR | 0755;
-		st->st_nlink = 2;
-		return 0;
+	if (ino < 2 || ino - 2 > UINT32_MAX)
+		return NULL;
+	d = disks_get_id(table(req), (uint32_t)(ino - 2));
+	if (d && fi && fi->fh != d->serial) {
+		disks_put(table(req), d);
+		return NULL;
 	}
-	d = lookup(path);
-	if (!d)
-		return -ENOENT;
+	return d;
+}
+
+static void disk_stat(const struct disk *d, struct stat *st)
+{
+	memset(st, 0, sizeof(*st));
+	st->st_ino = ino_of(d);
 	st->st_mode = S_IFREG | (d->readonly ? 0444 : 0644);
 	st->st_nlink = 1;
 	st->st_size = (off_t)d->size;
 	st->st_blksize = 4096;
 	st->st_blocks = (blkcnt_t)(d->size / 512);
-	disks_put(table(), d);
-	return 0;
-}
-
-struct fill {
-	void *buf;
-	fuse_fill_dir_t filler;
-};
-
-static void fill_one(void *arg, const struct disk *d)
-{
-	struct fill *f = arg;
-
-	f->filler(f->buf, d->name, NULL, 0, 0);
-}
-
-static int fs_readdir(const char *path, void *buf, fuse_fill_dir_t filler, off_t off,
-		      struct fuse_file_info *fi, enum fuse_readdir_flags flags)
-{
-	struct fill f = { buf, filler };
-
-	(void)off; (void)fi; (void)flags;
-	if (strcmp(path, "/"))
-		return -ENOTDIR;
-	filler(buf, ".", NULL, 0, 0);
-	filler(buf, "..", NULL, 0, 0);
-	disks_each(table(), fill_one, &f);
-	return 0;
-}
-
-static int fs_open(const char *path, struct fuse_file_info *fi)
-{
-	struct disk *d = lookup(path);
-	int rc = 0;
-
-	if (!d)
-		return -ENOENT;
-	if (d->readonly && (fi->flags & O_ACCMODE) != O_RDONLY)
-		rc = -EROFS;
-	fi->direct_io = 1;
-	disks_put(table(), d);
-	return rc;
 }
 
 /* The sector-aligned span [*a, *a + *alen) covering [off, off + len). */
@@ -125,179 +102,551 @@ static void align_span(const struct disk *d, uint64_t off, size_t len, uint64_t 
 	*alen = (size_t)(((off + len + s - 1) / s * s) - *a);
 }
 
-static int do_read(struct disk *d, char *buf, size_t len, uint64_t off)
+static int reply_errno(int rc)
 {
-	uint64_t a;
-	size_t alen;
-	char *bounce;
-	ssize_t n;
-
-	align_span(d, off, len, &a, &alen);
-	if (a == off && alen == len) {
-		n = xbdfront_pread(d->dev, buf, len, off);
-		return n < 0 ? (int)n : (int)len;
-	}
-	bounce = aligned_alloc(4096, (alen + 4095) / 4096 * 4096);
-	if (!bounce)
-		return -ENOMEM;
-	n = xbdfront_pread(d->dev, bounce, alen, a);
-	if (n >= 0)
-		memcpy(buf, bounce + (off - a), len);
-	free(bounce);
-	return n < 0 ? (int)n : (int)len;
+	return rc == -ENODEV ? EIO : -rc;    /* detached meanwhile */
 }
 
-static int fs_read(const char *path, char *buf, size_t len, off_t off,
-		   struct fuse_file_info *fi)
-{
-	struct disk *d = lookup(path);
-	int rc;
+/* ---- asynchronous I/O ------------------------------------------------------ */
 
-	(void)fi;
-	if (!d)
-		return -EIO;             /* detached under an open file */
-	if ((uint64_t)off >= d->size)
-		rc = 0;
-	else {
-		if (len > d->size - (uint64_t)off)
-			len = (size_t)(d->size - (uint64_t)off);
-		rc = do_read(d, buf, len, (uint64_t)off);
+enum fs_io_kind { FS_READ, FS_WRITE, FS_STATUS };
+
+/* One FUSE request in flight on a disk (see the file-top lifetime). */
+struct fs_io {
+	fuse_req_t req;
+	struct disks *t;
+	struct disk *d;               /* referenced until io_done */
+	enum fs_io_kind kind;
+	size_t len;                   /* read, write: bytes to answer */
+	size_t skip;                  /* read: where the answer starts in data */
+	char data[];                  /* read: the aligned span; write: a copy */
+};
+
+static void inflight_add(struct disk *d)
+{
+	unsigned long n = __atomic_add_fetch(&d->inflight, 1, __ATOMIC_RELAXED);
+	unsigned long max = __atomic_load_n(&d->max_inflight, __ATOMIC_RELAXED);
+
+	__atomic_add_fetch(&fs_pending, 1, __ATOMIC_RELAXED);
+	while (n > max && !__atomic_compare_exchange_n(&d->max_inflight, &max, n, true,
+						       __ATOMIC_RELAXED, __ATOMIC_RELAXED))
+		;
+}
+
+static void inflight_sub(struct disk *d)
+{
+	__atomic_sub_fetch(&d->inflight, 1, __ATOMIC_RELAXED);
+	__atomic_sub_fetch(&fs_pending, 1, __ATOMIC_RELEASE);
+}
+
+/* Wait until every request is answered (the backend answers, or a
+ * detach fails what it does not); polled: this runs once, at the end. */
+static void drain(void)
+{
+	const struct timespec ms = { 0, 1000000 };
+
+	while (__atomic_load_n(&fs_pending, __ATOMIC_ACQUIRE))
+		nanosleep(&ms, NULL);
+}
+
+/* The I/O of a request to d (whose reference it takes over), or NULL
+ * after answering ENOMEM and dropping the reference. */
+static struct fs_io *io_new(fuse_req_t req, struct disk *d, enum fs_io_kind kind,
+			    size_t datalen)
+{
+	struct fs_io *io = malloc(sizeof(*io) + datalen);
+
+	if (!io) {
+		fuse_reply_err(req, ENOMEM);
+		disks_put(table(req), d);
+		return NULL;
 	}
-	disks_put(table(), d);
-	return rc == -ENODEV ? -EIO : rc;
+	*io = (struct fs_io){ .req = req, .t = table(req), .d = d, .kind = kind };
+	inflight_add(d);
+	return io;
+}
+
+/* The completion callback (xbdfront_cb): answer, drop the reference. */
+static void io_done(void *arg, int status)
+{
+	struct fs_io *io = arg;
+
+	if (status)
+		fuse_reply_err(io->req, reply_errno(status));
+	else if (io->kind == FS_READ)
+		fuse_reply_buf(io->req, io->data + io->skip, io->len);
+	else if (io->kind == FS_WRITE)
+		fuse_reply_write(io->req, io->len);
+	else
+		fuse_reply_err(io->req, 0);
+	inflight_sub(io->d);
+	disks_put(io->t, io->d);        /* the reference of disk_of() */
+	free(io);
+}
+
+/* Submit op on the disk's next queue; len bytes of io->data for reads
+ * and writes.  io_done answers in every case. */
+static void io_submit(struct fs_io *io, enum xbdfront_op op, uint64_t off, uint64_t len)
+{
+	struct iovec v = { io->data, (size_t)len };
+	bool data = io->kind != FS_STATUS;
+	unsigned int q = __atomic_fetch_add(&io->d->rr, 1, __ATOMIC_RELAXED) % io->d->nq;
+	int rc = xbdfront_submit(io->d->dev, q, op, off, len, data ? &v : NULL, data ? 1 : 0,
+				 io_done, io);
+
+	if (rc)
+		io_done(io, rc);
+}
+
+/* ---- synchronous I/O (read-modify-write) --------------------------------- */
+
+struct fs_wait {
+	pthread_mutex_t lock;         /* done, status */
+	pthread_cond_t cond;
+	bool done;
+	int status;
+};
+
+static void wait_done(void *arg, int status)
+{
+	struct fs_wait *w = arg;
+
+	pthread_mutex_lock(&w->lock);
+	w->status = status;
+	w->done = true;
+	pthread_cond_signal(&w->cond);
+	pthread_mutex_unlock(&w->lock);
+}
+
+/* One read or write of buf, waited for (a completion thread answers). */
+static int sync_io(struct disk *d, enum xbdfront_op op, void *buf, size_t len, uint64_t off)
+{
+	struct fs_wait w = { PTHREAD_MUTEX_INITIALIZER, PTHREAD_COND_INITIALIZER, false, 0 };
+	struct iovec v = { buf, len };
+	unsigned int q = __atomic_fetch_add(&d->rr, 1, __ATOMIC_RELAXED) % d->nq;
+	int rc = xbdfront_submit(d->dev, q, op, off, len, &v, 1, wait_done, &w);
+
+	pthread_mutex_lock(&w.lock);
+	while (!rc && !w.done)
+		pthread_cond_wait(&w.cond, &w.lock);
+	pthread_mutex_unlock(&w.lock);
+	pthread_cond_destroy(&w.cond);
+	return rc ? rc : w.status;
 }
 
 /* A write that does not cover whole sectors: read the covering sectors,
- * patch, write back, under fs_rmw_lock. */
+ * patch, write back, under fs_rmw_lock.  Returns len or -errno. */
 static int write_rmw(struct disk *d, const char *buf, size_t len, uint64_t off)
 {
 	uint64_t a;
 	size_t alen;
 	char *bounce;
-	ssize_t n;
+	int rc;
 
 	align_span(d, off, len, &a, &alen);
-	bounce = aligned_alloc(4096, (alen + 4095) / 4096 * 4096);
+	bounce = malloc(alen);
 	if (!bounce)
 		return -ENOMEM;
 	pthread_mutex_lock(&fs_rmw_lock);
-	n = xbdfront_pread(d->dev, bounce, alen, a);
-	if (n >= 0) {
+	rc = sync_io(d, XBDFRONT_READ, bounce, alen, a);
+	if (!rc) {
 		memcpy(bounce + (off - a), buf, len);
-		n = xbdfront_pwrite(d->dev, bounce, alen, a);
+		rc = sync_io(d, XBDFRONT_WRITE, bounce, alen, a);
 	}
 	pthread_mutex_unlock(&fs_rmw_lock);
 	free(bounce);
-	return n < 0 ? (int)n : (int)len;
+	return rc ? rc : (int)len;
 }
 
-static int fs_write(const char *path, const char *buf, size_t len, off_t off,
+/* ---- I/O handlers ------------------------------------------------------------ */
+
+static void fs_read(fuse_req_t req, fuse_ino_t ino, size_t len, off_t off,
 		    struct fuse_file_info *fi)
 {
-	struct disk *d = lookup(path);
+	struct disk *d = disk_of(req, ino, fi);
+	struct fs_io *io;
 	uint64_t a;
 	size_t alen;
-	ssize_t n;
-	int rc;
 
-	(void)fi;
-	if (!d)
-		return -EIO;
-	if (d->readonly)
-		rc = -EROFS;
-	else if ((uint64_t)off >= d->size)
-		rc = len ? -ENOSPC : 0;  /* the end of a block device */
-	else {
-		if (len > d->size - (uint64_t)off)
-			len = (size_t)(d->size - (uint64_t)off);
-		align_span(d, (uint64_t)off, len, &a, &alen);
-		if (a == (uint64_t)off && alen == len) {
-			n = xbdfront_pwrite(d->dev, buf, len, (uint64_t)off);
-			rc = n < 0 ? (int)n : (int)len;
-		} else {
-			rc = write_rmw(d, buf, len, (uint64_t)off);
-		}
+	if (!d) {
+		fuse_reply_err(req, EIO);       /* detached under an open file */
+		return;
 	}
-	disks_put(table(), d);
-	return rc == -ENODEV ? -EIO : rc;   /* detached meanwhile */
+	if (off < 0 || (uint64_t)off >= d->size || !len) {
+		disks_put(table(req), d);
+		fuse_reply_buf(req, NULL, 0);
+		return;
+	}
+	if (len > d->size - (uint64_t)off)
+		len = (size_t)(d->size - (uint64_t)off);
+	align_span(d, (uint64_t)off, len, &a, &alen);
+	io = io_new(req, d, FS_READ, alen);
+	if (!io)
+		return;
+	io->len = len;
+	io->skip = (size_t)((uint64_t)off - a);
+	io_submit(io, XBDFRONT_READ, a, alen);
 }
 
-static int fs_fsync(const char *path, int datasync, struct fuse_file_info *fi)
+/* The part of [off, off + *len) that fits the disk: 0, or an errno to
+ * answer.  Lengths past the end are cut, as on a block device. */
+static int write_check(const struct disk *d, off_t off, size_t *len)
 {
-	struct disk *d = lookup(path);
-	int rc = 0;
+	if (d->readonly)
+		return EROFS;
+	if (off < 0)
+		return EINVAL;
+	if ((uint64_t)off >= d->size)
+		return ENOSPC;          /* the end of a block device */
+	if (*len > d->size - (uint64_t)off)
+		*len = (size_t)(d->size - (uint64_t)off);
+	return 0;
+}
 
-	(void)datasync; (void)fi;
-	if (!d)
-		return -EIO;
-	if (d->flush && !d->readonly)
-		rc = xbdfront_flush(d->dev);
-	disks_put(table(), d);
-	return rc;
+static void fs_write(fuse_req_t req, fuse_ino_t ino, const char *buf, size_t len,
+		     off_t off, struct fuse_file_info *fi)
+{
+	struct disk *d = disk_of(req, ino, fi);
+	struct fs_io *io;
+	uint64_t a;
+	size_t alen;
+	int rc;
+
+	if (!d) {
+		fuse_reply_err(req, EIO);
+		return;
+	}
+	rc = len ? write_check(d, off, &len) : 0;
+	if (rc || !len) {
+		disks_put(table(req), d);
+		rc ? fuse_reply_err(req, rc) : fuse_reply_write(req, 0);
+		return;
+	}
+	align_span(d, (uint64_t)off, len, &a, &alen);
+	if (a != (uint64_t)off || alen != len) {
+		inflight_add(d);
+		rc = write_rmw(d, buf, len, (uint64_t)off);
+		inflight_sub(d);
+		disks_put(table(req), d);
+		rc < 0 ? fuse_reply_err(req, reply_errno(rc)) : fuse_reply_write(req, len);
+		return;
+	}
+	/* the request's buffer is libfuse's, reused when we return: copy */
+	io = io_new(req, d, FS_WRITE, len);
+	if (!io)
+		return;
+	io->len = len;
+	memcpy(io->data, buf, len);
+	io_submit(io, XBDFRONT_WRITE, (uint64_t)off, len);
+}
+
+static void fs_fsync(fuse_req_t req, fuse_ino_t ino, int datasync, struct fuse_file_info *fi)
+{
+	struct disk *d = disk_of(req, ino, fi);
+	struct fs_io *io;
+
+	(void)datasync;
+	if (!d) {
+		fuse_reply_err(req, EIO);
+		return;
+	}
+	if (!d->flush || d->readonly) {
+		disks_put(table(req), d);
+		fuse_reply_err(req, 0);
+		return;
+	}
+	io = io_new(req, d, FS_STATUS, 0);
+	if (io)
+		io_submit(io, XBDFRONT_FLUSH, 0, 0);
 }
 
 /* PUNCH_HOLE (with KEEP_SIZE, as fallocate(2) requires) is a discard of
  * whole sectors; nothing else is supported, as on a block device. */
-static int fs_fallocate(const char *path, int mode, off_t off, off_t len,
-			struct fuse_file_info *fi)
+static int fallocate_check(const struct disk *d, int mode, off_t off, off_t len)
 {
-	struct disk *d = lookup(path);
-	int rc;
-
-	(void)fi;
-	if (!d)
-		return -EIO;
 	if (mode != (FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE))
-		rc = -EOPNOTSUPP;
-	else if (d->readonly)
-		rc = -EROFS;
-	else if (!d->discard)
-		rc = -EOPNOTSUPP;
-	else if (off < 0 || len <= 0 || (uint64_t)off % d->sector_size ||
-		 (uint64_t)len % d->sector_size || (uint64_t)off > d->size ||
-		 (uint64_t)len > d->size - (uint64_t)off)
-		rc = -EINVAL;
-	else
-		rc = xbdfront_discard(d->dev, (uint64_t)off, (uint64_t)len, false);
-	disks_put(table(), d);
-	return rc;
-}
-
-/* truncate(2) on a disk: only to its own size (a no-op), as the size is
- * the backend's. */
-static int fs_truncate(const char *path, off_t size, struct fuse_file_info *fi)
-{
-	struct disk *d = lookup(path);
-	int rc;
-
-	(void)fi;
-	if (!d)
-		return -ENOENT;
-	rc = d->readonly ? -EROFS : (uint64_t)size == d->size ? 0 : -EINVAL;
-	disks_put(table(), d);
-	return rc;
-}
-
-static int fs_utimens(const char *path, const struct timespec tv[2], struct fuse_file_info *fi)
-{
-	struct disk *d = lookup(path);
-
-	(void)tv; (void)fi;
-	if (!d)
-		return -ENOENT;
-	disks_put(table(), d);
+		return EOPNOTSUPP;
+	if (d->readonly)
+		return EROFS;
+	if (!d->discard)
+		return EOPNOTSUPP;
+	if (off < 0 || len <= 0 || (uint64_t)off % d->sector_size ||
+	    (uint64_t)len % d->sector_size || (uint64_t)off > d->size ||
+	    (uint64_t)len > d->size - (uint64_t)off)
+		return EINVAL;
 	return 0;
 }
 
-const struct fuse_operations blkfront_fs_ops = {
+static void fs_fallocate(fuse_req_t req, fuse_ino_t ino, int mode, off_t off, off_t len,
+			 struct fuse_file_info *fi)
+{
+	struct disk *d = disk_of(req, ino, fi);
+	struct fs_io *io;
+	int rc;
+
+	if (!d) {
+		fuse_reply_err(req, EIO);
+		return;
+	}
+	rc = fallocate_check(d, mode, off, len);
+	if (rc) {
+		disks_put(table(req), d);
+		fuse_reply_err(req, rc);
+		return;
+	}
+	io = io_new(req, d, FS_STATUS, 0);
+	if (io)
+		io_submit(io, XBDFRONT_DISCARD, (uint64_t)off, (uint64_t)len);
+}
+
+/* ---- names, attributes, statistics ------------------------------------------ */
+
+static void fs_lookup(fuse_req_t req, fuse_ino_t parent, const char *name)
+{
+	struct fuse_entry_param e = { 0 };   /* timeouts 0: attach/detach show at once */
+	struct disk *d = parent == FUSE_ROOT_ID ? disks_get(table(req), name) : NULL;
+
+	if (!d) {
+		fuse_reply_err(req, ENOENT);
+		return;
+	}
+	e.ino = ino_of(d);
+	e.generation = d->serial;
+	disk_stat(d, &e.attr);
+	disks_put(table(req), d);
+	fuse_reply_entry(req, &e);
+}
+
+static void fs_getattr(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
+{
+	struct stat st = { .st_ino = FUSE_ROOT_ID, .st_mode = S_IFDIR | 0755, .st_nlink = 2 };
+	struct disk *d;
+
+	(void)fi;
+	if (ino != FUSE_ROOT_ID) {
+		d = disk_of(req, ino, NULL);
+		if (!d) {
+			fuse_reply_err(req, ENOENT);
+			return;
+		}
+		disk_stat(d, &st);
+		disks_put(table(req), d);
+	}
+	fuse_reply_attr(req, &st, 0);
+}
+
+/* truncate(2) only to the disk's own size (a no-op: the size is the
+ * backend's); times are accepted and not kept; no chmod or chown. */
+static void fs_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *attr, int to_set,
+		       struct fuse_file_info *fi)
+{
+	struct disk *d = disk_of(req, ino, NULL);
+	struct stat st;
+	int rc = 0;
+
+	(void)fi;
+	if (!d) {
+		fuse_reply_err(req, ino == FUSE_ROOT_ID ? EPERM : ENOENT);
+		return;
+	}
+	if (to_set & (FUSE_SET_ATTR_MODE | FUSE_SET_ATTR_UID | FUSE_SET_ATTR_GID))
+		rc = EPERM;
+	else if ((to_set & FUSE_SET_ATTR_SIZE) && d->readonly)
+		rc = EROFS;
+	else if ((to_set & FUSE_SET_ATTR_SIZE) && (uint64_t)attr->st_size != d->size)
+		rc = EINVAL;
+	disk_stat(d, &st);
+	disks_put(table(req), d);
+	rc ? fuse_reply_err(req, rc) : fuse_reply_attr(req, &st, 0);
+}
+
+static void fs_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
+{
+	struct disk *d = disk_of(req, ino, NULL);
+	int rc = 0;
+
+	if (!d) {
+		fuse_reply_err(req, ENOENT);
+		return;
+	}
+	if (d->readonly && (fi->flags & O_ACCMODE) != O_RDONLY)
+		rc = EROFS;
+	fi->direct_io = 1;           /* no page cache: every read reaches the disk */
+	fi->fh = d->serial;
+	disks_put(table(req), d);
+	rc ? fuse_reply_err(req, rc) : fuse_reply_open(req, fi);
+}
+
+/* readdir: entry i (from 0: ".", "..", then the disks) has offset i + 1. */
+struct dir_fill {
+	fuse_req_t req;
+	char *buf;
+	size_t size, pos;
+	off_t off, i;
+	bool full;
+};
+
+static void dir_add(struct dir_fill *f, const char *name, fuse_ino_t ino, mode_t mode)
+{
+	struct stat st = { .st_ino = ino, .st_mode = mode };
+	size_t n;
+
+	if (f->full || f->i++ < f->off)
+		return;
+	n = fuse_add_direntry(f->req, f->buf + f->pos, f->size - f->pos, name, &st, f->i);
+	if (n > f->size - f->pos)
+		f->full = true;
+	else
+		f->pos += n;
+}
+
+static void dir_add_disk(void *arg, const struct disk *d)
+{
+	dir_add(arg, d->name, ino_of(d), S_IFREG);
+}
+
+static void fs_readdir(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
+		       struct fuse_file_info *fi)
+{
+	struct dir_fill f = { .req = req, .size = size, .off = off };
+
+	(void)fi;
+	if (ino != FUSE_ROOT_ID) {
+		fuse_reply_err(req, ENOTDIR);
+		return;
+	}
+	f.buf = malloc(size ? size : 1);
+	if (!f.buf) {
+		fuse_reply_err(req, ENOMEM);
+		return;
+	}
+	dir_add(&f, ".", FUSE_ROOT_ID, S_IFDIR);
+	dir_add(&f, "..", FUSE_ROOT_ID, S_IFDIR);
+	disks_each(table(req), dir_add_disk, &f);
+	fuse_reply_buf(req, f.buf, f.pos);
+	free(f.buf);
+}
+
+/* Answer an extended attribute's value (or its length when size is 0). */
+static void reply_xattr(fuse_req_t req, const char *val, size_t len, size_t size)
+{
+	if (!size)
+		fuse_reply_xattr(req, len);
+	else if (size < len)
+		fuse_reply_err(req, ERANGE);
+	else
+		fuse_reply_buf(req, val, len);
+}
+
+/* The disk's statistics as read-only extended attributes (decimal text):
+ * user.xbd.inflight, user.xbd.max_inflight (Documentation/guest.md). */
+static void fs_getxattr(fuse_req_t req, fuse_ino_t ino, const char *name, size_t size)
+{
+	struct disk *d = disk_of(req, ino, NULL);
+	char val[32];
+	int n = -1;
+
+	if (d && !strcmp(name, XATTR_INFLIGHT))
+		n = snprintf(val, sizeof(val), "%lu",
+			     __atomic_load_n(&d->inflight, __ATOMIC_RELAXED));
+	else if (d && !strcmp(name, XATTR_MAX_INFLIGHT))
+		n = snprintf(val, sizeof(val), "%lu",
+			     __atomic_load_n(&d->max_inflight, __ATOMIC_RELAXED));
+	if (d)
+		disks_put(table(req), d);
+	if (n < 0)
+		fuse_reply_err(req, d || ino == FUSE_ROOT_ID ? ENODATA : ENOENT);
+	else
+		reply_xattr(req, val, (size_t)n, size);
+}
+
+static void fs_listxattr(fuse_req_t req, fuse_ino_t ino, size_t size)
+{
+	static const char names[] = XATTR_INFLIGHT "\0" XATTR_MAX_INFLIGHT;
+	struct disk *d = disk_of(req, ino, NULL);
+
+	if (d) {
+		disks_put(table(req), d);
+		reply_xattr(req, names, sizeof(names), size);
+	} else if (ino == FUSE_ROOT_ID) {
+		reply_xattr(req, "", 0, size);
+	} else {
+		fuse_reply_err(req, ENOENT);
+	}
+}
+
+static void fs_init(void *userdata, struct fuse_conn_info *conn)
+{
+	(void)userdata;
+	conn->max_write = 1u << 20;
+	conn->max_background = FS_MAX_BACKGROUND;
+	conn->congestion_threshold = FS_MAX_BACKGROUND * 3 / 4;
+	/* libaio/io_uring direct I/O stays asynchronous in the kernel */
+	if (conn->capable & FUSE_CAP_ASYNC_DIO)
+		conn->want |= FUSE_CAP_ASYNC_DIO;
+	if (conn->capable & FUSE_CAP_ASYNC_READ)
+		conn->want |= FUSE_CAP_ASYNC_READ;
+	if (conn->capable & FUSE_CAP_ATOMIC_O_TRUNC)
+		conn->want |= FUSE_CAP_ATOMIC_O_TRUNC;   /* O_TRUNC is ignored, as on a block device */
+}
+
+static const struct fuse_lowlevel_ops fs_ops = {
 	.init = fs_init,
+	.lookup = fs_lookup,
 	.getattr = fs_getattr,
+	.setattr = fs_setattr,
 	.readdir = fs_readdir,
 	.open = fs_open,
 	.read = fs_read,
 	.write = fs_write,
 	.fsync = fs_fsync,
 	.fallocate = fs_fallocate,
-	.truncate = fs_truncate,
-	.utimens = fs_utimens,
+	.getxattr = fs_getxattr,
+	.listxattr = fs_listxattr,
 };
+
+/* Run the loop on a mounted session until a signal or an unmount. */
+static int run(struct fuse_session *se)
+{
+	struct fuse_loop_config *cfg = fuse_loop_cfg_create();
+	int rc = -ENOMEM;
+
+	if (!cfg)
+		return rc;
+	fuse_loop_cfg_set_max_threads(cfg, FS_MAX_THREADS);
+	fuse_loop_cfg_set_idle_threads(cfg, FS_MAX_THREADS);
+	rc = -EIO;
+	if (fuse_set_signal_handlers(se) == 0) {
+		/* 0: unmounted or stopped by a signal, < 0: error */
+		rc = fuse_session_loop_mt(se, cfg) < 0 ? -EIO : 0;
+		fuse_remove_signal_handlers(se);
+	}
+	fuse_loop_cfg_destroy(cfg);
+	return rc;
+}
+
+int blkfront_fs_serve(struct disks *t, const char *dir)
+{
+	char *fargv[] = { "xbd-blkfront", "-o", "fsname=xbd,subtype=xbd,default_permissions", NULL };
+	struct fuse_args fa = FUSE_ARGS_INIT(3, fargv);
+	struct fuse_session *se = fuse_session_new(&fa, &fs_ops, sizeof(fs_ops), t);
+	int rc = -EIO;
+
+	if (!se)
+		goto out;
+	if (fuse_session_mount(se, dir)) {
+		log_err("cannot mount %s", dir);
+		goto out;
+	}
+	log_info("serving %s", dir);
+	rc = run(se);
+	/* the workers are gone; answer what is in flight before the
+	 * session (which the answers use) goes */
+	drain();
+	fuse_session_unmount(se);
+out:
+	if (se)
+		fuse_session_destroy(se);
+	fuse_opt_free_args(&fa);     /* fuse_session_new may have added to them */
+	return rc;
+}

@@ -1,9 +1,17 @@
 /* SPDX-License-Identifier: MIT */
-/* xbd-blkfront's FUSE operations; private_data is the struct disks. */
+/* xbd-blkfront's FUSE side (fs.c): the files of the disk table. */
 #ifndef XBD_BLKFRONT_FS_H
 #define XBD_BLKFRONT_FS_H
 
-struct fuse_operations;
-extern const struct fuse_operations blkfront_fs_ops;
+struct disks;
+
+/*
+ * Mount a FUSE file system on dir showing one file per disk of t and
+ * serve it until SIGTERM, SIGINT or SIGHUP (libfuse's handlers, installed
+ * here for the loop) or an unmount; every request is answered and the
+ * file system unmounted before it returns.  0, or -EIO when the session
+ * could not be made, mounted or run.
+ */
+int blkfront_fs_serve(struct disks *t, const char *dir);
 
 #endif

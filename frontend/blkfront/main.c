@@ -5,14 +5,14 @@
  *   xbd-blkfront --domain NAME|ID [--mount DIR] [options]
  *
  * Threads: main (parses, mounts, runs libfuse's loop, tears down), libfuse
- * workers (fs.c), the watcher (disks.c) and libxbdfront's threads.
+ * workers (fs.c), the watcher and the completion threads (disks.c) and
+ * libxbdfront's threads.
  * SIGTERM/SIGINT/SIGHUP end the loop; teardown closes every device
  * (Closing -> Closed), unmounts and releases the domain.
  */
-#define FUSE_USE_VERSION 31
 #include <errno.h>
-#include <fuse.h>
 #include <getopt.h>
+#include <malloc.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -127,35 +127,6 @@ static int prepare_mount(const char *dir)
 	return 0;
 }
 
-/* Mount and serve until a signal; returns 0 or -errno. */
-static int serve(struct disks *t, const char *dir)
-{
-	char *fargv[] = { "xbd-blkfront", "-o", "fsname=xbd,subtype=xbd,default_permissions", NULL };
-	struct fuse_args fa = FUSE_ARGS_INIT(3, fargv);
-	struct fuse *f = fuse_new(&fa, &blkfront_fs_ops, sizeof(blkfront_fs_ops), t);
-	int rc = -EIO;
-
-	if (!f) {
-		fuse_opt_free_args(&fa);
-		return -EIO;
-	}
-	if (fuse_mount(f, dir)) {
-		log_err("cannot mount %s", dir);
-		goto out;
-	}
-	if (fuse_set_signal_handlers(fuse_get_session(f)) == 0) {
-		log_info("serving %s", dir);
-		/* 0: unmounted, > 0: the signal that stopped us, < 0: error */
-		rc = fuse_loop_mt(f, 0) < 0 ? -EIO : 0;
-		fuse_remove_signal_handlers(fuse_get_session(f));
-	}
-	fuse_unmount(f);
-out:
-	fuse_destroy(f);
-	fuse_opt_free_args(&fa);     /* fuse_new may have added to them */
-	return rc;
-}
-
 /* Become the domain: one claim for all its disks.  A claim held by
  * another process is named, with its pid. */
 static int claim(unsigned int domid, const struct xbdfront_opts *o,
@@ -180,17 +151,6 @@ static int claim(unsigned int domid, const struct xbdfront_opts *o,
 	return rc;
 }
 
-#ifdef __SANITIZE_ADDRESS__
-/* libfuse 3.14's high-level layer can keep a few nodes of its path table
- * (about 33 KiB, a fixed amount) past fuse_destroy() when the kernel
- * still held lookups at unmount; that is libfuse's, not ours. */
-const char *__lsan_default_suppressions(void);
-const char *__lsan_default_suppressions(void)
-{
-	return "leak:libfuse3.so\n";
-}
-#endif
-
 int main(int argc, char **argv)
 {
 	struct xbd_platform *plat = NULL;
@@ -203,6 +163,13 @@ int main(int argc, char **argv)
 	int rc;
 
 	xbd_log_init("xbd-blkfront", XBD_LOG_INFO, false);
+	/* Every FUSE request allocates its buffer in a worker thread and
+	 * frees it in a completion thread.  With glibc's defaults each
+	 * thread's arena then gives its top back to the kernel (madvise)
+	 * and faults it in again for the next request, and 1 MiB buffers
+	 * are an mmap and munmap each: keep the memory (up to 64 MiB). */
+	mallopt(M_MMAP_THRESHOLD, 4 << 20);
+	mallopt(M_TRIM_THRESHOLD, 64 << 20);
 	rc = parse(argc, argv, &a);
 	if (rc) {
 		fputs(usage, rc > 0 ? stdout : stderr);
@@ -243,7 +210,7 @@ int main(int argc, char **argv)
 	pthread_sigmask(SIG_SETMASK, &old, NULL);
 	if (rc)
 		goto out;
-	rc = serve(t, a.mount);
+	rc = blkfront_fs_serve(t, a.mount);
 out:
 	disks_stop(t);                  /* every disk Closing -> Closed */
 	xbdfront_domain_close(dom);     /* then the claim goes */
