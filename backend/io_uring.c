@@ -19,6 +19,7 @@
 #include <time.h>
 
 #include "backend/io_uring.h"
+#include "backend/tunables.h"
 
 /* user_data tags below any pointer; request SQEs carry the be_pending
  * pointer, with bit 0 set on the flush that precedes a write. */
@@ -95,6 +96,8 @@ int be_io_init(struct be_io *io, const struct be_io_cfg *cfg)
 
 	memset(io, 0, sizeof(*io));
 	io->cfg = *cfg;
+	io->wait_poll = cfg->wait == BE_IO_WAIT_POLL ||
+			(cfg->wait == BE_IO_WAIT_TUNABLE && tun_get(TUN_IO_WAIT_POLL));
 	if (req_limits_check(&cfg->limits) || cfg->limits.max_indirect_segs > IOV_MAX)
 		return -EINVAL;
 	rc = alloc_slots(io);
@@ -441,11 +444,34 @@ static void reap(struct be_io *io)
 	io_uring_cq_advance(&io->uring, n);
 }
 
-static int submit_and_wait(struct be_io *io, int timeout_ms)
+/* BE_IO_WAIT_POLL: io_uring_enter only submits (liburing enters only
+ * when SQEs are queued or the kernel asks for it), then poll(2) on the
+ * io_uring fd, which is readable while the CQ ring holds entries.  A
+ * CQE posted by task work (the evt/stop POLL_ADDs) interrupts the poll,
+ * the kernel runs the task work and restarts it, and it sees the CQE. */
+static int poll_wait(struct be_io *io, int timeout_ms)
+{
+	struct pollfd pfd = { io->uring.ring_fd, POLLIN, 0 };
+	int rc = io_uring_submit(&io->uring);
+
+	if (rc < 0)
+		return rc;
+	if (timeout_ms == 0 || io_uring_cq_ready(&io->uring))
+		return 0;
+	if (poll(&pfd, 1, timeout_ms) < 0 && errno != EINTR)
+		return -errno;
+	return 0;
+}
+
+/* Submit what is queued and wait up to timeout_ms (-1: no limit, 0: not
+ * at all) for one CQE.  0 or -errno; a timeout or a signal is 0. */
+static int wait_for_cqe(struct be_io *io, int timeout_ms)
 {
 	struct io_uring_cqe *cqe;
 	int rc;
 
+	if (io->wait_poll)
+		return poll_wait(io, timeout_ms);
 	if (timeout_ms < 0)
 		rc = io_uring_submit_and_wait(&io->uring, 1);
 	else if (timeout_ms == 0)
@@ -457,7 +483,7 @@ static int submit_and_wait(struct be_io *io, int timeout_ms)
 		};
 		rc = io_uring_submit_and_wait_timeout(&io->uring, &cqe, 1, &ts, NULL);
 	}
-	return rc == -ETIME || rc == -EINTR || rc > 0 ? 0 : rc;
+	return rc == -ETIME || rc == -EINTR || rc >= 0 ? 0 : rc;
 }
 
 static void tick(struct be_io *io)
@@ -478,7 +504,7 @@ int be_io_run_once(struct be_io *io, int timeout_ms)
 	int crc = consume(io), rc;
 
 	/* A broken ring is not waited on: in-flight I/O still completes. */
-	rc = submit_and_wait(io, crc < 0 ? 0 : timeout_ms);
+	rc = wait_for_cqe(io, crc < 0 ? 0 : timeout_ms);
 	if (rc < 0)
 		return rc;
 	reap(io);
@@ -512,9 +538,7 @@ void be_io_destroy(struct be_io *io)
 	if (io->uring_ready) {
 		io->stopping = true;
 		while (io->inflight) {
-			int rc = io_uring_submit_and_wait(&io->uring, 1);
-
-			if (rc < 0 && rc != -EINTR)
+			if (wait_for_cqe(io, -1) < 0)
 				break;
 			reap(io);
 		}

@@ -7,8 +7,19 @@
  * data addressable through the transport (grants: map, persistent cache or
  * copy), submit readv/writev/fdatasync/fallocate on the storage fd, and
  * turn completions into responses.  The thread sleeps in exactly one
- * place, io_uring_submit_and_wait, with the event-channel fd and the stop
- * fd polled through the same io_uring (IORING_OP_POLL_ADD).
+ * place, with the event-channel fd and the stop fd polled through the same
+ * io_uring (IORING_OP_POLL_ADD), so a kick, a stop and a completion all
+ * end the sleep as a CQE.  Where it sleeps is the wait mode:
+ *   BE_IO_WAIT_URING  in io_uring_enter(2) (io_uring_submit_and_wait):
+ *                     one syscall submits and waits;
+ *   BE_IO_WAIT_POLL   io_uring_enter(2) only submits, then poll(2) on the
+ *                     io_uring fd, which is readable while CQEs wait.
+ *                     For tools that cannot follow a thread blocked in
+ *                     io_uring_enter: valgrind 3.19 runs it as a
+ *                     non-blocking syscall and every other thread of the
+ *                     process stops (Documentation/performance.md, "CPU
+ *                     cost").  Everything else (ring, grants, requests,
+ *                     SQEs, completions) is the same code in both modes.
  *
  * Ordering rules:
  *   FLUSH_DISKCACHE   fdatasync, then the data (linked SQEs), as Linux's
@@ -80,6 +91,13 @@ struct be_evt_ops {
 	int (*notify)(void *ctx);   /* kick the frontend; 0 or -errno */
 };
 
+/* Where the queue thread sleeps (see the top of this file). */
+enum be_io_wait {
+	BE_IO_WAIT_TUNABLE,         /* the io_wait_poll tunable, read at init */
+	BE_IO_WAIT_URING,
+	BE_IO_WAIT_POLL,
+};
+
 struct be_io_cfg {
 	struct be_ring *ring;       /* attached; owned by the caller */
 	const struct storage *storage;
@@ -92,12 +110,14 @@ struct be_io_cfg {
 	int stop_fd;                /* readable when the queue must stop; -1: none */
 	struct be_stats *stats;     /* owned by the caller, written here */
 	struct be_journal *journal; /* in-flight journal (journal.h); NULL: none */
+	enum be_io_wait wait;       /* 0: as the io_wait_poll tunable says */
 };
 
 struct be_io {
 	struct be_io_cfg cfg;
 	struct io_uring uring;
 	bool uring_ready;
+	bool wait_poll;             /* BE_IO_WAIT_POLL, resolved at init */
 	struct be_pending *slots;   /* ring->nr_ents of them */
 	unsigned int nr_slots;
 	void *slot_mem;             /* segs + iovecs of every slot */

@@ -65,6 +65,8 @@ static void usage(FILE *f)
 "Tunables (Linux xen-blkback's names; Documentation/ABI/backend-tunables):\n");
 	for (int i = 0; i < TUN_COUNT; i++)
 		fprintf(f, "  --%s=N\n", tun_info(i)->name);
+	fprintf(f, "\nUnder valgrind io_wait_poll starts as Y: queue threads sleep in poll(2),\n"
+		   "not in io_uring_enter(2), which valgrind cannot follow.\n");
 	fprintf(f, "\nkill -USR1 writes every device's statistics to "
 		   "$rundir/xbd-blkback.stats.\n");
 }

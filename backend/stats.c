@@ -2,16 +2,13 @@
 /* backend/stats.c: see stats.h for who writes and who reads. */
 #include "backend/stats.h"
 
+/* floor(log2(us)), 0 below 2 us, the last bucket from 2^23 us up. */
 unsigned int be_stats_lat_bucket(uint64_t ns)
 {
 	uint64_t us = ns / 1000;
-	unsigned int b = 0;
+	unsigned int b = us ? 63u - (unsigned int)__builtin_clzll(us) : 0;
 
-	while (us >= 2 && b < BE_LAT_BUCKETS - 1) {
-		us >>= 1;
-		b++;
-	}
-	return b;
+	return b < BE_LAT_BUCKETS - 1 ? b : BE_LAT_BUCKETS - 1;
 }
 
 void be_stats_record_latency(struct be_stats *s, uint64_t ns)

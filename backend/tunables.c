@@ -11,6 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
+#include <valgrind/valgrind.h>
 
 #include "backend/tunables.h"
 
@@ -40,6 +41,11 @@ static const struct tunable table[TUN_COUNT] = {
 	[TUN_LOG_STATS] = {
 		"log_stats", TUN_BOOL, 0, 0, 1, 0644,
 		"Log each device's statistics every 10 seconds" },
+	[TUN_IO_WAIT_POLL] = {
+		"io_wait_poll", TUN_BOOL, 0, 0, 1, 0644,
+		"Queue threads started from now on sleep in poll(2) on their io_uring "
+		"fd and call io_uring_enter(2) only to submit; Y when started under "
+		"valgrind (xbd only)" },
 	[TUN_BUFFER_SQUEEZE_DURATION_MS] = {
 		"buffer_squeeze_duration_ms", TUN_UINT, 10, 0, 1u << 30, 0644,
 		"After memory pressure, the time during which no free buffer page "
@@ -60,6 +66,9 @@ void tun_init(void)
 {
 	for (int i = 0; i < TUN_COUNT; i++)
 		__atomic_store_n(&values[i], table[i].def, __ATOMIC_RELAXED);
+	/* valgrind cannot run a thread that waits in io_uring_enter (io_uring.h) */
+	if (RUNNING_ON_VALGRIND)
+		__atomic_store_n(&values[TUN_IO_WAIT_POLL], 1, __ATOMIC_RELAXED);
 	long cpus = sysconf(_SC_NPROCESSORS_ONLN);
 	if (cpus < 1)
 		cpus = 1;

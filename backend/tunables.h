@@ -25,6 +25,7 @@ enum tun_id {
 	TUN_MAX_RING_PAGE_ORDER,
 	TUN_MAX_INDIRECT_SEGMENTS,
 	TUN_LOG_STATS,
+	TUN_IO_WAIT_POLL,
 	TUN_BUFFER_SQUEEZE_DURATION_MS,
 	TUN_FEATURE_PERSISTENT,
 	TUN_GRANT_COPY_MAX_BYTES,
@@ -42,7 +43,8 @@ struct tunable {
 };
 
 /* Reset every value to its default (max_queues 0 -> online CPUs, as Linux
- * resolves it at load).  Call once before threads start. */
+ * resolves it at load; io_wait_poll Y under valgrind).  Call once before
+ * threads start. */
 void tun_init(void);
 
 const struct tunable *tun_info(enum tun_id id);

@@ -7,11 +7,17 @@
  * splitting, one page per segment), so the number is the backend's.
  *
  * usage: xbd-be-queue-bench FILE [--bs BYTES] [--qd N] [--seconds S]
- *                           [--write] [--persistent] [--order N]
+ *                           [--requests N] [--write] [--persistent]
+ *                           [--order N] [--wait uring|poll]
  * FILE must exist and be at least 64 MiB; it is read (or written) at
- * random bs-aligned offsets in its first 64 MiB.
+ * random bs-aligned offsets in its first 64 MiB.  --requests N issues
+ * exactly N requests (however long they take) instead of running for S
+ * seconds: the fixed count of the callgrind measurement (bench/suite/
+ * cpucost.py).  --wait sets the queue thread's wait mode (io_uring.h;
+ * default: the io_wait_poll tunable, which is Y under valgrind).
  */
 #include <errno.h>
+#include <limits.h>
 #include <poll.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -26,6 +32,8 @@
 struct opts {
 	const char *file;
 	unsigned int bs, qd, seconds, order;
+	unsigned long requests;     /* 0: run for seconds */
+	const char *wait_poll;      /* io_wait_poll value, or NULL: default */
 	bool write, persistent;
 };
 
@@ -40,6 +48,7 @@ struct guest {
 	uint8_t *sring, *data;
 	unsigned int nr_ents;
 	RING_IDX prod, rsp_cons;
+	unsigned long issued, to_issue;   /* to_issue: ULONG_MAX when timed */
 };
 
 static double now_s(void)
@@ -69,6 +78,11 @@ static int parse(int argc, char **argv, struct opts *o)
 			o->seconds = (unsigned int)atoi(argv[++i]);
 		else if (i + 1 < argc && !strcmp(argv[i], "--order"))
 			o->order = (unsigned int)atoi(argv[++i]);
+		else if (i + 1 < argc && !strcmp(argv[i], "--requests"))
+			o->requests = strtoul(argv[++i], NULL, 10);
+		else if (i + 1 < argc && !strcmp(argv[i], "--wait") &&
+			 (!strcmp(argv[i + 1], "uring") || !strcmp(argv[i + 1], "poll")))
+			o->wait_poll = !strcmp(argv[++i], "poll") ? "Y" : "N";
 		else
 			return -1;
 	}
@@ -111,6 +125,7 @@ static void put_req(struct guest *g, const struct opts *o, unsigned int k)
 		r.seg[i].last_sect = (uint8_t)((left < 8 ? left : 8) - 1);
 	}
 	memcpy(g->sring + 64 + (g->prod++ & (g->nr_ents - 1)) * 112, &r, sizeof(r));
+	g->issued++;
 }
 
 static void kick(struct guest *g, RING_IDX old)
@@ -141,7 +156,7 @@ static unsigned long reap(struct guest *g, const struct opts *o, bool resubmit)
 				fprintf(stderr, "request failed: %d\n", rsp.status);
 				exit(1);
 			}
-			if (resubmit)
+			if (resubmit && g->issued < g->to_issue)
 				put_req(g, o, (unsigned int)rsp.id);
 		}
 		h[3] = g->rsp_cons + 1;
@@ -165,22 +180,22 @@ static void wait_event(struct guest *g)
 
 static int run(struct guest *g, const struct opts *o, struct be_queue *q)
 {
-	unsigned long done = 0, inflight = o->qd;
+	unsigned long done = 0;
 	double t0, t;
 
-	for (unsigned int k = 0; k < o->qd; k++)
+	g->to_issue = o->requests ? o->requests : ULONG_MAX;
+	for (unsigned int k = 0; k < o->qd && g->issued < g->to_issue; k++)
 		put_req(g, o, k);
 	kick(g, 0);
-	t0 = now_s();
-	while ((t = now_s()) - t0 < o->seconds) {
+	t0 = t = now_s();
+	while (g->issued < g->to_issue && (o->requests || (t = now_s()) - t0 < o->seconds)) {
 		done += reap(g, o, true);
 		wait_event(g);
 	}
-	while (inflight && now_s() - t < 5) {     /* drain */
-		unsigned long n = reap(g, o, false);
-		inflight = n > inflight ? 0 : inflight - n;
-		done += n;
-		if (inflight)
+	t = now_s();
+	while (done < g->issued && now_s() - t < 60) {     /* drain */
+		done += reap(g, o, false);
+		if (done < g->issued)
 			wait_event(g);
 	}
 	t = now_s() - t0;
@@ -188,7 +203,7 @@ static int run(struct guest *g, const struct opts *o, struct be_queue *q)
 	       o->write ? "randwrite" : "randread", o->bs, o->qd, o->order,
 	       o->persistent ? " persistent" : "", done / t, done / t * o->bs / 1e6,
 	       (unsigned long long)q->stats.rd_req, (unsigned long long)q->stats.wr_req);
-	return 0;
+	return done == g->issued ? 0 : 1;
 }
 
 int main(int argc, char **argv)
@@ -202,11 +217,14 @@ int main(int argc, char **argv)
 	int rc = 1;
 
 	if (parse(argc, argv, &o)) {
-		fprintf(stderr, "usage: %s FILE [--bs BYTES] [--qd N] [--seconds S] [--write] "
-			"[--persistent] [--order N]\n", argv[0]);
+		fprintf(stderr, "usage: %s FILE [--bs BYTES] [--qd N] [--seconds S] "
+			"[--requests N] [--write] [--persistent] [--order N] "
+			"[--wait uring|poll]\n", argv[0]);
 		return 2;
 	}
 	tun_init();
+	if (o.wait_poll)
+		tun_set(TUN_IO_WAIT_POLL, o.wait_poll, false);
 	if (guest_up(&g, &o) || storage_open(o.file, &(struct storage_opts){ 0 }, &st) ||
 	    st.size < SPAN) {
 		fprintf(stderr, "setup failed (FILE must be >= 64 MiB)\n");

@@ -271,12 +271,14 @@ class XbdQueueVariant(XbdQueue):
 
 class XbdMachine:
     """A local xbd machine in work/xbd-run: xbd-xenstored, xbd-blkback
-    (backend_extra: tunables), domain "bench" with the store as xvdb.
-    stats() reads the vbd's backend statistics (the sysfs-style tree);
-    they exist while a frontend is connected."""
+    (backend_extra: tunables; prefix: valgrind and its options before
+    it), domain "bench" with the store as xvdb.  stats() reads the vbd's
+    backend statistics (the sysfs-style tree); they exist while a
+    frontend is connected."""
 
-    def __init__(self, build, work, log, backend_extra=()):
+    def __init__(self, build, work, log, backend_extra=(), prefix=()):
         self.build, self.log, self.extra = build, log, tuple(backend_extra)
+        self.prefix = tuple(prefix)
         self.work, self.xenstored = work, None
         self.blkback = self.run_dir = self.env = None
 
@@ -295,7 +297,8 @@ class XbdMachine:
         self.xenstored = Server([self.bin("xbd-xenstored"), "--foreground"],
                                 self.env["XENSTORED_PATH"], self.log, env=self.env)
         self.xenstored.start()
-        self.blkback = Server([self.bin("xbd-blkback"), "-N", "-p", "local", "-R",
+        self.blkback = Server(list(self.prefix) +
+                              [self.bin("xbd-blkback"), "-N", "-p", "local", "-R",
                                self.run_dir, "--max_queues=4", "--max_ring_page_order=4"]
                               + list(self.extra), None, self.log, env=self.env)
         self.blkback.proc = subprocess.Popen(self.blkback.cmd, stdout=subprocess.DEVNULL,

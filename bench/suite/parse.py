@@ -86,3 +86,13 @@ def callgrind_total(text):
     if not m:
         raise ValueError("no totals in callgrind output")
     return int(m.group(1))
+
+
+def callgrind_threads(texts, fn):
+    """callgrind --separate-threads=yes: (Ir of the one thread whose file
+    names function fn, Ir of all the threads)."""
+    pat = re.compile(r"^c?fn=(?:\(\d+\) )?" + re.escape(fn) + r"$", re.M)
+    hits = [t for t in texts if pat.search(t)]
+    if len(hits) != 1:
+        raise ValueError(f"{len(hits)} callgrind thread files name {fn}, expected one")
+    return callgrind_total(hits[0]), sum(callgrind_total(t) for t in texts)

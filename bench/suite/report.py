@@ -165,13 +165,15 @@ def notify_table(res):
 
 def callgrind_table(res):
     cg = res.get("callgrind") or {}
-    lines = ["| server | instructions per 4k request | how |", "| --- | ---: | --- |"]
+    lines = ["| server | instructions per 4k request | what was counted | how |",
+             "| --- | ---: | --- | --- |"]
     for name, m in cg.items():
         if "error" in m:
-            lines.append(f"| {name} | – | {m['error']} |")
+            lines.append(f"| {name} | – | – | {m['error']} |")
         else:
-            lines.append(f"| {name} | {m['ir_per_req']:.0f} | (Ir at {m['requests'][1]} − "
-                         f"Ir at {m['requests'][0]} requests) / difference |")
+            lines.append(f"| {name} | {m['ir_per_req']:.0f} | {m.get('what', '–')} | "
+                         f"(Ir at {m['requests'][1]} − Ir at {m['requests'][0]} "
+                         "requests) / difference |")
     return "\n".join(lines)
 
 

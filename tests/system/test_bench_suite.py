@@ -78,6 +78,17 @@ def test_callgrind_totals():
         parse.callgrind_total("events: Ir\n")
 
 
+def test_callgrind_thread_files_pick_the_queue_thread():
+    main = "fn=(1) main\ncfn=(2) be_queue_start\ntotals: 500\n"
+    queue = "fn=(1) queue_main\ncfn=(2) be_io_run\nfn=(3) be_io_run_once\ntotals: 7000\n"
+    assert parse.callgrind_threads([main, queue], "be_io_run_once") == (7000, 7500)
+    assert parse.callgrind_threads([queue, main], "be_io_run_once") == (7000, 7500)
+    with pytest.raises(ValueError):             # no thread, or two, ran it
+        parse.callgrind_threads([main, main], "be_io_run_once")
+    with pytest.raises(ValueError):
+        parse.callgrind_threads([queue, queue], "be_io_run_once")
+
+
 def test_workload_matrix_is_issue_8s():
     names = {w["name"] for w in workloads.ALL}
     for op in ("read", "write"):

@@ -102,7 +102,8 @@ def test_parameters_as_linux(daemons, machine, backends):
     start_backend(daemons, machine, started=backends)
     names = set(os.listdir(os.path.join(machine.rundir, "sys", PARAMS)))
     assert set(LINUX) <= names
-    assert names - set(LINUX) == {"max_indirect_segments", "grant_copy_max_bytes"}
+    assert names - set(LINUX) == {"max_indirect_segments", "grant_copy_max_bytes",
+                                  "io_wait_poll"}
     for name, (default, mode) in LINUX.items():
         st = os.stat(os.path.join(machine.rundir, "sys", PARAMS, name))
         assert stat.S_IMODE(st.st_mode) == mode, name

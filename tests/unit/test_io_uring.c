@@ -8,13 +8,17 @@
  * "guest memory" in this process: grant ref N is page N of an array.
  */
 #include <errno.h>
+#include <pthread.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <sys/eventfd.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
+#include <time.h>
 #include <cmocka.h>
 
 #include "backend/io_uring.h"
@@ -33,6 +37,7 @@ struct fx {
 	struct be_ring ring;
 	uint8_t *mem;                /* NPAGES of guest memory */
 	struct be_io io;
+	enum be_io_wait wait;        /* the wait mode start_io() asks for */
 	bool io_up;
 	struct be_stats stats;
 	unsigned int notifies, acks;
@@ -105,7 +110,7 @@ static int start_io(struct fx *fx, const struct storage_opts *so, const char *ta
 	struct be_io_cfg cfg = {
 		.ring = &fx->ring, .storage = &fx->st, .xport = &xport, .xport_ctx = fx,
 		.evt = &evt, .evt_ctx = fx, .evt_fd = fx->evfd, .stop_fd = fx->stopfd,
-		.stats = &fx->stats,
+		.stats = &fx->stats, .wait = fx->wait,
 	};
 	int rc = storage_open(target, so, &fx->st);
 
@@ -145,6 +150,15 @@ static int setup(void **state)
 		return -1;
 	*state = &fx;
 	return 0;
+}
+
+/* The same fixture with the queue thread sleeping in poll(2). */
+static int setup_poll(void **state)
+{
+	int rc = setup(state);
+
+	((struct fx *)*state)->wait = BE_IO_WAIT_POLL;
+	return rc;
 }
 
 static int teardown(void **state)
@@ -508,6 +522,88 @@ static void test_replayed_request_is_validated_again(void **state)
 	assert_int_equal(fx->stats.wr_sect, 0);
 }
 
+/* ---- where the queue thread sleeps ----------------------------------------- */
+
+/* A watcher thread reads the syscall the loop's thread sleeps in from
+ * /proc (the same number for 50 ms in a row: blocked, not passing by),
+ * then kicks the event channel to wake it. */
+struct watch {
+	pid_t tid;
+	int evfd;
+	long nr;                     /* the syscall, -1: never seen blocked */
+};
+
+static long blocked_in(pid_t tid)
+{
+	char path[64], buf[256];
+	FILE *f;
+	long nr = -1;
+
+	snprintf(path, sizeof(path), "/proc/self/task/%d/syscall", (int)tid);
+	f = fopen(path, "re");
+	if (!f)
+		return -1;
+	if (!fgets(buf, sizeof(buf), f) || sscanf(buf, "%ld", &nr) != 1)
+		nr = -1;                 /* "running" */
+	fclose(f);
+	return nr;
+}
+
+static void *watcher(void *arg)
+{
+	struct watch *w = arg;
+	const struct timespec ms = { 0, 1000000 };
+	long last = -1;
+	uint64_t one = 1;
+
+	for (int i = 0, same = 0; i < 3000 && same < 50; i++) {
+		long nr = blocked_in(w->tid);
+
+		same = nr >= 0 && nr == last ? same + 1 : 0;
+		last = nr;
+		nanosleep(&ms, NULL);
+	}
+	w->nr = last;
+	if (write(w->evfd, &one, sizeof(one)) != sizeof(one))
+		w->nr = -2;
+	return NULL;
+}
+
+/* want[]: the syscalls that count as sleeping in the mode's place. */
+static void sleeps_in(struct fx *fx, enum be_io_wait mode, const long *want, size_t n)
+{
+	struct watch w = { (pid_t)syscall(SYS_gettid), fx->evfd, -1 };
+	pthread_t t;
+
+	fx->wait = mode;
+	assert_int_equal(start_io(fx, &(struct storage_opts){ 0 }, fx->file, 0), 0);
+	assert_int_equal(be_io_run_once(&fx->io, 0), 0);    /* submit the polls */
+	assert_int_equal(be_io_run_once(&fx->io, 20), 0);   /* a timeout is quiet */
+	assert_int_equal(fx->acks, 0);
+	assert_int_equal(pthread_create(&t, NULL, watcher, &w), 0);
+	assert_int_equal(be_io_run_once(&fx->io, 10000), 0);  /* the kick wakes it */
+	pthread_join(t, NULL);
+	assert_int_equal(fx->acks, 1);
+	for (size_t i = 0; w.nr != want[i]; i++)
+		if (i + 1 == n)
+			fail_msg("the queue loop slept in syscall %ld, expected %ld", w.nr, want[0]);
+	be_io_destroy(&fx->io);
+	fx->io_up = false;
+	storage_close(&fx->st);
+}
+
+static void test_wait_mode_decides_where_it_sleeps(void **state)
+{
+	struct fx *fx = *state;
+	static const long uring[] = { SYS_io_uring_enter };
+	/* a poll that task work interrupted goes on as restart_syscall */
+	static const long poll[] = { SYS_poll, SYS_ppoll, SYS_restart_syscall };
+
+	sleeps_in(fx, BE_IO_WAIT_URING, uring, 1);
+	fx->acks = 0;
+	sleeps_in(fx, BE_IO_WAIT_POLL, poll, 3);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -522,6 +618,12 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_4k_sectors, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_replay_from_journal, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_replayed_request_is_validated_again, setup,
+						teardown),
+		/* BE_IO_WAIT_POLL: the same I/O, kicks and stop through poll(2) */
+		cmocka_unit_test_setup_teardown(test_write_then_read, setup_poll, teardown),
+		cmocka_unit_test_setup_teardown(test_barrier_drains, setup_poll, teardown),
+		cmocka_unit_test_setup_teardown(test_stop_and_wait_for_kick, setup_poll, teardown),
+		cmocka_unit_test_setup_teardown(test_wait_mode_decides_where_it_sleeps, setup,
 						teardown),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
