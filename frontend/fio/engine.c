@@ -20,10 +20,16 @@
  * default) cannot share a domain: the second one fails its init with a
  * one-line message naming the claimer and --thread.
  *
+ * Zero copy: fio's I/O buffers come from the engine (iomem_alloc), in
+ * memory granted to the backend (xbdfront_buf_alloc), so requests carry
+ * fio's own pages and libxbdfront bounces nothing.
+ *
  * Locks: engine_lock guards the domain, device and job tables; each job
  * (struct job) is used only by its own fio thread.
- * Lifetime: a device is closed when the last job using it is cleaned up,
- * its domain when its last device is.
+ * Lifetime: a job is created by whichever of iomem_alloc and init runs
+ * first (iomem_alloc, in fio 3.33); its buffers go at iomem_free or, at
+ * the latest, at cleanup; a device is closed when the last job using it
+ * is cleaned up, its domain when its last device is.
  */
 #include <dlfcn.h>
 #include <errno.h>
