@@ -41,6 +41,18 @@ int gnt_xport_init(struct gnt_xport *x, struct xbd_gnttab *gt, xbd_domid_t domid
 	return 0;
 }
 
+void gnt_xport_bound(struct gnt_xport *x, unsigned int ring_grants)
+{
+	x->ring_grants = ring_grants;
+}
+
+unsigned int gnt_xport_pool_cap(const struct gnt_xport *x)
+{
+	uint64_t max = tun_get(TUN_MAX_PERSISTENT_GRANTS);
+
+	return (unsigned int)(x->ring_grants && x->ring_grants < max ? x->ring_grants : max);
+}
+
 /* ---- buffer pool: free pages for grant copy ------------------------------ */
 
 /* The process-wide squeeze deadline (gnt_squeeze_all): written by any
@@ -299,7 +311,7 @@ static void persistent_release(struct gnt_xport *x, struct be_pending *p, unsign
 
 static int persistent_map(struct gnt_xport *x, struct be_pending *p)
 {
-	unsigned int max = (unsigned int)tun_get(TUN_MAX_PERSISTENT_GRANTS), i;
+	unsigned int max = gnt_xport_pool_cap(x), i;
 	int rc = 0;
 
 	for (i = 0; i < p->v.nr_segs; i++) {
@@ -327,12 +339,12 @@ static int persistent_map(struct gnt_xport *x, struct be_pending *p)
  * one-off mapping costs, per page, a map and an unmap (two lock syscalls
  * on the local platform; hypercalls and a TLB flush on Xen) against a
  * 4 KiB copy (about 0.1 us).  A frontend with more pages in flight than
- * max_persistent_grants (1 MiB requests at depth 16 are 4096 pages) would
- * pay that on most of its pages, so such a request is copied instead.
+ * the pool's cap (gnt_xport_pool_cap) would pay that on most of its
+ * pages, so such a request is copied instead.
  */
 static bool pool_fits(struct gnt_xport *x, const struct be_pending *p)
 {
-	unsigned int max = (unsigned int)tun_get(TUN_MAX_PERSISTENT_GRANTS);
+	unsigned int max = gnt_xport_pool_cap(x);
 	unsigned int room = x->pool.count < max ? max - x->pool.count : 0, missing = 0;
 
 	for (unsigned int i = 0; i < p->v.nr_segs && missing <= room; i++)
@@ -431,7 +443,7 @@ static void x_tick(void *ctx, uint64_t now)
 	bool sq = apply_squeeze(x, now);
 
 	gntpool_purge(&x->pool, now,
-		      sq ? 0 : (unsigned int)tun_get(TUN_MAX_PERSISTENT_GRANTS),
+		      sq ? 0 : gnt_xport_pool_cap(x),
 		      (unsigned int)tun_get(TUN_PERSISTENT_GRANT_UNUSED_SECONDS));
 	pages_trim(x, sq ? 0 : idle_keep(x, keep_limit(x, now)));
 	x->free_low = x->nr_free;

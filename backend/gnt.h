@@ -36,6 +36,7 @@ struct gnt_xport {
 	struct xbd_gnttab *gt;      /* not owned */
 	xbd_domid_t domid;          /* the frontend */
 	bool persistent;            /* negotiated at connect */
+	unsigned int ring_grants;   /* grants the ring can have in flight; 0: unbounded */
 	struct gntpool pool;        /* persistent grants */
 	void **free_pages;          /* buffer pool: free bounce pages */
 	unsigned int nr_free, cap_free;
@@ -59,6 +60,21 @@ void gnt_xport_pool(const struct gnt_xport *x, struct gnt_pool_view *out);
 /* Set up (no mapping yet).  0 or -ENOMEM. */
 int gnt_xport_init(struct gnt_xport *x, struct xbd_gnttab *gt, xbd_domid_t domid,
 		   bool persistent);
+/*
+ * Bound the persistent pool by what the queue's ring can have in flight
+ * at once: ring_grants = ring slots x segments per request (the most the
+ * backend accepts), set once at connect before the queue thread runs.
+ * The pool then holds min(max_persistent_grants, ring_grants): a frontend
+ * whose ring cannot use more grants at once cannot make the queue keep
+ * more mapped, and a large ring of large requests (1 MiB at depth 16 is
+ * 4096 pages) is not capped below its working set by a small ring's
+ * figure.  0 (the default after init): max_persistent_grants alone.
+ */
+void gnt_xport_bound(struct gnt_xport *x, unsigned int ring_grants);
+
+/* The queue's current cap on persistent grants (see gnt_xport_bound). */
+unsigned int gnt_xport_pool_cap(const struct gnt_xport *x);
+
 /* Unmaps the persistent grants and frees the pool.  -EBUSY if grants were
  * still in use (see gntpool_destroy); everything else is freed anyway. */
 int gnt_xport_destroy(struct gnt_xport *x);

@@ -144,6 +144,8 @@ static int start_engine(struct be_queue *q, struct be_replay *plan)
 	rc = gnt_xport_init(&q->xport, q->gt, q->cfg.frontend, q->cfg.persistent);
 	if (rc)
 		return rc;
+	/* the pool holds at most what the ring can have in flight */
+	gnt_xport_bound(&q->xport, q->ring.nr_ents * req_seg_capacity(&q->cfg.limits));
 	q->xport_up = true;
 	rc = be_io_init(&q->io, &io);
 	q->io_up = !rc;

@@ -20,9 +20,10 @@ static const struct tunable table[TUN_COUNT] = {
 		"max_buffer_pages", TUN_UINT, 1024, 0, 1u << 20, 0644,
 		"Maximum number of free pages to keep in each queue's buffer pool" },
 	[TUN_MAX_PERSISTENT_GRANTS] = {
-		"max_persistent_grants", TUN_UINT, 1056, 0, 1u << 20, 0644,
-		"Maximum number of grants to map persistently per queue; above it the "
-		"LRU removes 5% of it every 100 ms" },
+		"max_persistent_grants", TUN_UINT, 8192, 0, 1u << 20, 0644,
+		"Maximum number of grants to map persistently per queue, and never more "
+		"than the queue's ring can have in flight (slots x segments per request); "
+		"above it the LRU removes 5% of it every 100 ms (Linux: 1056, no ring bound)" },
 	[TUN_PERSISTENT_GRANT_UNUSED_SECONDS] = {
 		"persistent_grant_unused_seconds", TUN_UINT, 60, 0, 1u << 30, 0644,
 		"Time a persistent grant may stay unused before it is unmapped; "

@@ -457,12 +457,18 @@ class XbdFio2Q(XbdFio):
 
 
 class XbdFioVariant(XbdFio):
-    """xbd-fio with other frontend options or backend tunables."""
+    """xbd-fio with other frontend options or backend tunables; only:
+    the workload names it runs (None: all the variations' workloads)."""
 
-    def __init__(self, build, work, label, order=3, engine_extra=(), backend_extra=()):
+    def __init__(self, build, work, label, order=3, engine_extra=(), backend_extra=(),
+                 only=None):
         self.name, self.order = label, order
         self.engine_extra, self.backend_extra = tuple(engine_extra), tuple(backend_extra)
+        self.only = only
         super().__init__(build, work)
+
+    def supports(self, w):
+        return self.only is None or w["name"] in self.only
 
 
 class XbdFuse(XbdContender):
@@ -522,7 +528,11 @@ def variants(build, work):
     """xbd variations: the full path (xbd-fio) with ring order 0 and 4,
     without persistent grants (the backend then copies requests up to
     grant_copy_max_bytes and maps larger ones), and mapping everything;
-    then the backend alone with other ring orders and persistent grants."""
+    for 1 MiB reads, each of the three zero-copy levers undone alone
+    (fio's buffers bounced, Linux's 1056-grant pool, 32-segment indirect
+    requests); then the backend alone with other ring orders and
+    persistent grants."""
+    seq = ("seqread1m-qd16",)
     return [XbdFioVariant(build, work, "xbd-fio order0", order=0),
             XbdFioVariant(build, work, "xbd-fio order4", order=4),
             XbdFioVariant(build, work, "xbd-fio copy (no persistent)",
@@ -530,6 +540,12 @@ def variants(build, work):
             XbdFioVariant(build, work, "xbd-fio map (no persistent)",
                           engine_extra=("--xbd_feature_persistent=0",),
                           backend_extra=("--grant_copy_max_bytes=0",)),
+            XbdFioVariant(build, work, "xbd-fio bounced (xbd_zero_copy=0)",
+                          engine_extra=("--xbd_zero_copy=0",), only=seq),
+            XbdFioVariant(build, work, "xbd-fio pool 1056 (Linux's max_persistent_grants)",
+                          backend_extra=("--max_persistent_grants=1056",), only=seq),
+            XbdFioVariant(build, work, "xbd-fio 32 segments (xbd_max_indirect_segments=32)",
+                          engine_extra=("--xbd_max_indirect_segments=32",), only=seq),
             XbdQueueVariant(build, work, "xbd-queue order0", 0, ()),
             XbdQueueVariant(build, work, "xbd-queue order4", 4, ()),
             XbdQueueVariant(build, work, "xbd-queue persistent", 2, ("--persistent",))]

@@ -100,7 +100,7 @@ def variant_table(res):
     base = [r for r in res["results"] if r["store"] == "tmpfs" and
             r["contender"] in ("xbd-fio", "xbd-queue") and
             r["workload"] in ("read4k-qd64-j1", "read4k-qd1-j1", "seqread1m-qd16")]
-    label = {"xbd-fio": "xbd-fio (order 3, persistent + copy on overflow)",
+    label = {"xbd-fio": "xbd-fio (order 3, zero copy, persistent, 256 segments)",
              "xbd-queue": "xbd-queue (order 2, copy)"}
     for r in base + res["variants"]:
         iops = f"{r['iops'] / 1000:.1f}k" if r["iops"] >= 1000 else f"{r['iops']:.0f}"

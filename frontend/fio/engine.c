@@ -20,11 +20,18 @@
  * default) cannot share a domain: the second one fails its init with a
  * one-line message naming the claimer and --thread.
  *
+ * Zero copy: fio's I/O buffers come from the engine (iomem_alloc), in
+ * memory granted to the backend (xbdfront_buf_alloc), so requests carry
+ * fio's own pages and libxbdfront bounces nothing.
+ *
  * Locks: engine_lock guards the domain, device and job tables; each job
  * (struct job) is used only by its own fio thread.
- * Lifetime: a device is closed when the last job using it is cleaned up,
- * its domain when its last device is.
+ * Lifetime: a job is created by whichever of iomem_alloc and init runs
+ * first (iomem_alloc, in fio 3.33); its buffers go at iomem_free or, at
+ * the latest, at cleanup; a device is closed when the last job using it
+ * is cleaned up, its domain when its last device is.
  */
+#include <dlfcn.h>
 #include <errno.h>
 #include <poll.h>
 #include <pthread.h>
@@ -55,7 +62,7 @@ struct xbd_eo {
 	void *pad;
 	unsigned int cookie;
 	char *domain, *vdev, *rundir, *queues, *ring_order, *indirect, *persistent,
-	     *timeout, *platform;
+	     *timeout, *platform, *zero_copy, *stats;
 };
 
 struct shared_dom {
@@ -88,6 +95,12 @@ struct job {
 	int wake_fd;                    /* eventfd: another job routed to done[] */
 	struct io_u **done;
 	unsigned int ndone, done_cap;
+	/* fio's I/O buffers (iomem_alloc), NULL when fio has none from us;
+	 * granted: from xbdfront_buf_alloc (zero copy), else aligned_alloc. */
+	void *buf;
+	bool granted, zero_copy, print_stats;
+	uint64_t nr_direct, nr_bounced;  /* reads and writes queued, by path */
+	char vdev[32];                  /* for xbd_stats */
 	struct job *next;
 };
 
@@ -148,9 +161,13 @@ static struct fio_option options[] = {
 	STR_OPT("xbd_platform", platform, "auto, local or xen", "auto"),
 	STR_OPT("xbd_max_queues", queues, "Queues to ask for (max_queues)", "4"),
 	STR_OPT("xbd_max_ring_page_order", ring_order, "Ring pages 2^N per queue", "0"),
-	STR_OPT("xbd_max_indirect_segments", indirect, "Indirect segments, 0 = off", "32"),
+	STR_OPT("xbd_max_indirect_segments", indirect, "Indirect segments, 0 = off", "256"),
 	STR_OPT("xbd_feature_persistent", persistent, "Offer persistent grants (0/1)", "1"),
 	STR_OPT("xbd_timeout", timeout, "Milliseconds to wait for the backend", "10000"),
+	STR_OPT("xbd_zero_copy", zero_copy, "fio's buffers in memory granted to the backend: "
+		"no bounce copy (0/1)", "1"),
+	STR_OPT("xbd_stats", stats, "At the end, print each job's zero-copy and bounced "
+		"request counts (0/1)", "0"),
 	{ .name = "xbd_cookie", .lname = "xbd_cookie", .type = FIO_OPT_INT,
 	  .off1 = offsetof(struct xbd_eo, cookie), .def = XBD_COOKIE_STR,
 	  .help = "Internal: marks the engine's options (leave alone)",
@@ -345,7 +362,28 @@ static struct job *job_of(struct thread_data *td)
 
 /* ---- engine hooks ------------------------------------------------------------ */
 
-static int xbd_init(struct thread_data *td)
+/* The job's per-job options (xbd_zero_copy, xbd_stats); -EINVAL with a
+ * message. */
+static int job_opts(const struct xbd_eo *eo, struct job *j)
+{
+	long long z = guest_num(eo->zero_copy, 0, 1), st = guest_num(eo->stats, 0, 1);
+
+	if (z < 0 || st < 0) {
+		fprintf(stderr, "xbd: bad xbd_zero_copy or xbd_stats (0 or 1)\n");
+		return -EINVAL;
+	}
+	j->zero_copy = z == 1;
+	j->print_stats = st == 1;
+	snprintf(j->vdev, sizeof(j->vdev), "%s", eo->vdev ? eo->vdev : "");
+	return 0;
+}
+
+/*
+ * The calling thread's job, opening (or sharing) its device: by init(),
+ * or earlier by iomem_alloc(), which fio 3.33 calls first (init_io_u()
+ * allocates the buffers before td_io_init()).  NULL after a message.
+ */
+static struct job *job_attach(struct thread_data *td)
 {
 	struct xbd_eo *eo = find_eo(td);
 	struct job *j;
@@ -354,20 +392,17 @@ static int xbd_init(struct thread_data *td)
 	if (!eo) {
 		fprintf(stderr, "xbd: cannot find the engine's options in fio's job "
 			"(is this fio 3.33?)\n");
-		return 1;
+		return NULL;
 	}
 	j = calloc(1, sizeof(*j));
 	if (!j)
-		return 1;
+		return NULL;
 	j->td = td;
 	pthread_mutex_init(&j->done_lock, NULL);
 	j->wake_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
-	if (j->wake_fd < 0) {
-		free(j);
-		return 1;
-	}
+	rc = j->wake_fd < 0 ? -errno : job_opts(eo, j);
 	pthread_mutex_lock(&engine_lock);
-	rc = device_get(eo, &j->sd);
+	rc = rc ? rc : device_get(eo, &j->sd);
 	if (!rc) {
 		j->q = j->sd->next_queue++ % xbdfront_nr_queues(j->sd->dev);
 		j->fd = xbdfront_queue_fd(j->sd->dev, j->q);
@@ -377,11 +412,33 @@ static int xbd_init(struct thread_data *td)
 	pthread_mutex_unlock(&engine_lock);
 	if (rc) {
 		pthread_mutex_destroy(&j->done_lock);
-		close(j->wake_fd);
+		if (j->wake_fd >= 0)
+			close(j->wake_fd);
 		free(j);
-		return 1;
+		return NULL;
 	}
-	return 0;
+	my_job = j;
+	return j;
+}
+
+static int xbd_init(struct thread_data *td)
+{
+	return job_of(td) || job_attach(td) ? 0 : 1;
+}
+
+/* Give back the job's I/O buffers.  A granted buffer the backend still
+ * maps (persistent grants) stays registered with the device, which frees
+ * it when it closes (xbdfront_buf_free's -EBUSY). */
+static void buf_release(struct job *j)
+{
+	if (!j->buf)
+		return;
+	if (j->granted)
+		(void)xbdfront_buf_free(j->sd->dev, j->buf);
+	else
+		free(j->buf);
+	j->buf = NULL;
+	j->granted = false;
 }
 
 static void xbd_cleanup(struct thread_data *td)
@@ -393,6 +450,12 @@ static void xbd_cleanup(struct thread_data *td)
 		;
 	if (j) {
 		*pp = j->next;
+		if (j->print_stats)
+			fprintf(stderr, "xbd: %s queue %u: %llu requests zero-copy, %llu bounced\n",
+				j->vdev, j->q,
+				(unsigned long long)j->nr_direct,
+				(unsigned long long)j->nr_bounced);
+		buf_release(j);         /* fio 3.33 called iomem_free already */
 		device_put(j->sd);
 	}
 	pthread_mutex_unlock(&engine_lock);
@@ -405,6 +468,73 @@ static void xbd_cleanup(struct thread_data *td)
 		free(j->events);
 		free(j);
 	}
+}
+
+/* ---- fio's I/O buffers in granted memory ---------------------------------- */
+
+static int xbd_iomem_alloc(struct thread_data *td, size_t total);
+
+/* fio's thread_data has the layout of fio_abi.h where iomem_alloc
+ * writes: td->io_ops is an engine whose iomem_alloc is ours, and fio has
+ * no buffer yet, of at most total bytes. */
+static bool td_buffer_fields_ok(struct thread_data *td, size_t total)
+{
+	const char *t = (const char *)td;
+	const struct ioengine_ops *io_ops;
+	int (*hook)(struct thread_data *, size_t);
+	void *orig;
+	size_t size;
+
+	return !peek(t + FIO_TD_IO_OPS_OFF, &io_ops, sizeof(io_ops)) && io_ops &&
+	       !peek(&io_ops->iomem_alloc, &hook, sizeof(hook)) && hook == xbd_iomem_alloc &&
+	       !peek(t + FIO_TD_ORIG_BUFFER_OFF, &orig, sizeof(orig)) && !orig &&
+	       !peek(t + FIO_TD_ORIG_BUFFER_SIZE_OFF, &size, sizeof(size)) &&
+	       size && size <= total;
+}
+
+/*
+ * fio's buffers for every io_u of the job (iodepth x max bs, plus
+ * alignment): with xbd_zero_copy=1 (the default) memory granted to the
+ * backend (xbdfront_buf_alloc), so reads land in fio's buffers and writes
+ * leave from them with no bounce copy; otherwise, or when the grant
+ * fails (a message says why), plain page-aligned memory.
+ */
+static int xbd_iomem_alloc(struct thread_data *td, size_t total)
+{
+	struct job *j = job_of(td);
+	void *buf = NULL;
+
+	if (!j && !(j = job_attach(td)))
+		return EINVAL;
+	if (!td_buffer_fields_ok(td, total)) {
+		fprintf(stderr, "xbd: fio's thread_data is not laid out as fio 3.33's; "
+			"run with --xbd_zero_copy=0 --mem=malloc\n");
+		return EINVAL;
+	}
+	buf_release(j);
+	if (j->zero_copy) {
+		buf = xbdfront_buf_alloc(j->sd->dev, total);
+		if (!buf)
+			fprintf(stderr, "xbd: cannot grant fio's %zu bytes of buffers (%s): "
+				"I/O is bounced\n", total, strerror(errno));
+	}
+	j->granted = buf != NULL;
+	if (!buf)
+		buf = aligned_alloc(4096, (total + 4095) & ~(size_t)4095);
+	if (!buf)
+		return ENOMEM;
+	j->buf = buf;
+	*(void **)((char *)td + FIO_TD_ORIG_BUFFER_OFF) = buf;
+	return 0;
+}
+
+/* fio clears td->orig_buffer itself after this. */
+static void xbd_iomem_free(struct thread_data *td)
+{
+	struct job *j = job_of(td);
+
+	if (j)
+		buf_release(j);
 }
 
 /* fio allocated the io_u with a buffer in place: a layout check. */
@@ -442,8 +572,13 @@ static enum fio_q_status xbd_queue(struct thread_data *td, struct io_u *u)
 		return FIO_Q_COMPLETED;
 	}
 	u->engine_data = j;             /* route() gives the completion back to us */
-	if (rw)
+	if (rw) {
 		direct = fe_dev_direct_frags(j->sd->dev, &iov, 1, &ndirect);
+		if (direct)
+			j->nr_direct++;
+		else
+			j->nr_bounced++;
+	}
 	rc = fe_queue_submit_deferred(fe_dev_queue(j->sd->dev, j->q), ddir_op[u->ddir],
 				      flush ? 0 : u->offset, flush ? 0 : u->xfer_buflen,
 				      rw ? &iov : NULL, rw, direct, ndirect,
@@ -692,6 +827,8 @@ static struct ioengine_ops ops = {
 	.open_file = xbd_open_file,
 	.close_file = xbd_close_file,
 	.get_file_size = xbd_get_file_size,
+	.iomem_alloc = xbd_iomem_alloc,
+	.iomem_free = xbd_iomem_free,
 	.option_struct_size = sizeof(struct xbd_eo),
 	.options = options,
 };
@@ -714,6 +851,37 @@ static bool abi_matches(void)
 	       fio_options[1].type == FIO_OPT_STR_STORE && fio_options[1].help;
 }
 
+/* Whether code holds the x86-64 encoding of an instruction addressing
+ * disp(%rbx): prefix bytes, then disp as 32 bits little endian. */
+static bool code_has(const unsigned char *code, size_t len, const unsigned char *prefix,
+		     size_t plen, uint32_t disp)
+{
+	unsigned char insn[8];
+
+	memcpy(insn, prefix, plen);
+	for (size_t i = 0; i < 4; i++)
+		insn[plen + i] = (unsigned char)(disp >> (8 * i));
+	return memmem(code, len, insn, plen + 4) != NULL;
+}
+
+/*
+ * The thread_data offsets of fio_abi.h, checked in this fio's own code:
+ * its exported free_io_mem() loads td->io_ops (mov IO_OPS(%rbx),%rax)
+ * and, after calling iomem_free, clears orig_buffer and orig_buffer_size
+ * (movq $0,OFF(%rbx)), all within its first 128 bytes.
+ */
+static bool td_layout_matches(void)
+{
+	static const unsigned char mov_rax[] = { 0x48, 0x8b, 0x83 }, movq_0[] = { 0x48, 0xc7, 0x83 };
+	void *fn = dlsym(RTLD_DEFAULT, "free_io_mem");
+	unsigned char code[128];
+
+	return fn && !peek(fn, code, sizeof(code)) &&
+	       code_has(code, sizeof(code), mov_rax, 3, FIO_TD_IO_OPS_OFF) &&
+	       code_has(code, sizeof(code), movq_0, 3, FIO_TD_ORIG_BUFFER_OFF) &&
+	       code_has(code, sizeof(code), movq_0, 3, FIO_TD_ORIG_BUFFER_SIZE_OFF);
+}
+
 /* The symbol fio looks up in an external engine. */
 void get_ioengine(struct ioengine_ops **out);
 void get_ioengine(struct ioengine_ops **out)
@@ -721,6 +889,11 @@ void get_ioengine(struct ioengine_ops **out)
 	if (!abi_matches()) {
 		fprintf(stderr, "xbd: this fio's engine ABI is not fio 3.33's; not loading\n");
 		ops.version = -1;       /* fio refuses it with "bad ioops version" */
+	} else if (!td_layout_matches()) {
+		/* fio keeps allocating the buffers itself: I/O is bounced */
+		fprintf(stderr, "xbd: fio's thread_data is not fio 3.33's: no zero copy\n");
+		ops.iomem_alloc = NULL;
+		ops.iomem_free = NULL;
 	}
 	xbd_log_init("xbd-fio", XBD_LOG_WARN, false);
 	*out = &ops;

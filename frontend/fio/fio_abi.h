@@ -19,8 +19,21 @@
 
 #define FIO_IOOPS_VERSION 31
 
-struct thread_data;             /* opaque: the engine never reads it by layout */
+struct thread_data;             /* opaque but for the three fields below */
 struct fio_file;                /* opaque but for the two fields below */
+
+/*
+ * struct thread_data members the iomem_alloc/iomem_free hooks use, read
+ * from the disassembly of fio's exported allocate_io_mem() and
+ * free_io_mem(): orig_buffer (allocate_io_mem stores malloc's result
+ * there; free_io_mem clears it), orig_buffer_size right after it, and
+ * io_ops (the engine whose iomem_alloc at 0xb8 is called).  engine.c
+ * checks at load time that free_io_mem's code still addresses exactly
+ * these three offsets, and in iomem_alloc that td's io_ops is ours.
+ */
+#define FIO_TD_ORIG_BUFFER_OFF       0x2e280
+#define FIO_TD_ORIG_BUFFER_SIZE_OFF  0x2e288
+#define FIO_TD_IO_OPS_OFF            0x2e600
 
 /* struct fio_file members, as fio's generic_get_file_size() uses them
  * (read from its disassembly): real_file_size, and flags with
@@ -175,10 +188,14 @@ struct ioengine_ops {
 	struct fio_option *options;
 };
 /* Found with a probe engine whose hooks report their slot (setup is slot
- * 0, invalidate 13, prepopulate_file 16) and in fio's ioengine_load, which
- * reads option_struct_size at 0xf8 and options at 0x100. */
+ * 0, invalidate 13, prepopulate_file 16), in fio's ioengine_load, which
+ * reads option_struct_size at 0xf8 and options at 0x100, and in
+ * allocate_io_mem / free_io_mem, which call iomem_alloc at 0xb8 and
+ * iomem_free at 0xc0. */
 _Static_assert(offsetof(struct ioengine_ops, setup) == 40, "ops.setup");
 _Static_assert(offsetof(struct ioengine_ops, prepopulate_file) == 40 + 16 * 8, "ops.prepopulate");
+_Static_assert(offsetof(struct ioengine_ops, iomem_alloc) == 0xb8, "ops.iomem_alloc");
+_Static_assert(offsetof(struct ioengine_ops, iomem_free) == 0xc0, "ops.iomem_free");
 _Static_assert(offsetof(struct ioengine_ops, option_struct_size) == 0xf8, "ops.option_struct_size");
 _Static_assert(offsetof(struct ioengine_ops, options) == 0x100, "ops.options");
 

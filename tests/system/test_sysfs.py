@@ -24,7 +24,7 @@ DEVICES = "bus/xen-backend/devices"
 # Linux xen-blkback's parameters: (default, mode); max_queues is the CPUs.
 LINUX = {
     "max_buffer_pages": ("1024", 0o644),
-    "max_persistent_grants": ("1056", 0o644),
+    "max_persistent_grants": ("8192", 0o644),  # Linux: 1056 (tunables.c)
     "persistent_grant_unused_seconds": ("60", 0o644),
     "max_queues": (str(os.cpu_count()), 0o644),
     "max_ring_page_order": ("4", 0o444),

