@@ -8,6 +8,9 @@
 #   make bench      deps + build + benchmarks (optimised build, no sanitizers)
 #   make check-xen  deps + build + boot real Xen under QEMU (tests/xen)
 #   make fuzz       build and run the libFuzzer targets for a set time
+#   make soak       deps + build + hours-long leak and fault loops
+#                   (tests/soak, then the backend killed under fio; not
+#                   in check; SOAK_CYCLES, SOAK_MINUTES, XBD_FAULT_KILLS)
 #   make install    PREFIX=/usr/local DESTDIR=
 #   make clean
 #

@@ -125,9 +125,10 @@ unsigned int xbdfront_domain_id(const struct xbdfront_domain *d);
  * not used here.  May be called from any thread, concurrently for
  * different disks.  Errors: -EINVAL (vdev, opts), -ENOENT (no such device
  * in xenstore), -EBUSY (this disk is already open in d), -ETIMEDOUT
- * (backend did not connect), -ENODEV (backend closing), -EPROTO (backend
- * values out of range); failures after the handshake started are also
- * written to the device's `error` node, with state Closing.
+ * (backend did not connect), -ENODEV (backend closing, or refusing the
+ * disk), -EPROTO (backend values out of range); failures after the
+ * handshake started are also written to the device's `error` node, with
+ * state Closing, then Closed once the backend let go (as Linux blkfront).
  */
 int xbdfront_open_in(struct xbdfront_domain *d, const char *vdev,
 		     const struct xbdfront_opts *opts, struct xbdfront_dev **out);
@@ -142,6 +143,21 @@ int xbdfront_open_in(struct xbdfront_domain *d, const char *vdev,
  */
 int xbdfront_open(unsigned int domid, const char *vdev, const struct xbdfront_opts *opts,
 		  struct xbdfront_dev **out);
+
+/*
+ * xbdfront_open_in() and xbdfront_open() that also say why they failed:
+ * on an error, why (len bytes, always NUL-terminated; may be NULL) gets
+ * the reason when there is more to say than the errno: the backend's own
+ * error text when it refused the disk ("backend: opening /srv/d.img (No
+ * such file or directory)", from its `error` node), else the message the
+ * frontend wrote to its own `error` node ("backend did not connect within
+ * 10000 ms (state InitWait)").  "" for bad arguments and a missing disk.
+ */
+int xbdfront_open_in_why(struct xbdfront_domain *d, const char *vdev,
+			 const struct xbdfront_opts *opts, struct xbdfront_dev **out,
+			 char *why, size_t len);
+int xbdfront_open_why(unsigned int domid, const char *vdev, const struct xbdfront_opts *opts,
+		      struct xbdfront_dev **out, char *why, size_t len);
 
 typedef void (*xbdfront_cb)(void *arg, int status);
 

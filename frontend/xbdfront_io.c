@@ -24,6 +24,7 @@
 
 #include "frontend/xbdfront.h"
 #include "lib/log.h"
+#include "lib/num.h"
 
 static const char usage[] =
 "usage: xbdfront-io [options] DOMID VDEV info|verify|bench|flush|discard\n"
@@ -99,19 +100,6 @@ static const struct option longopts[] = {
 	{ NULL, 0, NULL, 0 },
 };
 
-/* A decimal number in [0, max] or -1. */
-static long long num(const char *s, unsigned long long max)
-{
-	char *end;
-	unsigned long long v;
-
-	errno = 0;
-	v = strtoull(s, &end, 10);
-	if (errno || end == s || *end || s[0] == '-' || v > max)
-		return -1;
-	return (long long)v;
-}
-
 static int set_opt(struct args *a, int c, const char *v)
 {
 	long long n = 0;
@@ -135,17 +123,17 @@ static int set_opt(struct args *a, int c, const char *v)
 		else
 			return -1;
 		return 0;
-	case O_TIMEOUT: n = num(v, 3600000); a->opts.connect_timeout_ms = (unsigned int)n; break;
-	case O_QUEUES: n = num(v, 64); a->opts.max_queues = (unsigned int)n; break;
-	case O_ORDER: n = num(v, 5); a->opts.max_ring_page_order = (unsigned int)n; break;
-	case O_INDIRECT: n = num(v, 4096); a->opts.max_indirect_segs = (unsigned int)n; break;
-	case O_BYTES: n = num(v, 1ull << 40); a->bytes = (uint64_t)n; break;
-	case O_SEED: n = num(v, UINT32_MAX); a->seed = (unsigned int)n; break;
-	case O_BS: n = num(v, 16u << 20); a->bs = (unsigned int)n; n = n ? n : -1; break;
-	case O_QD: n = num(v, 4096); a->qd = (unsigned int)n; n = n ? n : -1; break;
-	case O_SECONDS: n = num(v, 3600); a->seconds = (unsigned int)n; break;
-	case O_OFFSET: n = num(v, 1ull << 60); a->offset = (uint64_t)n; break;
-	case O_LENGTH: n = num(v, 1ull << 60); a->length = (uint64_t)n; break;
+	case O_TIMEOUT: n = xbd_num(v, 3600000); a->opts.connect_timeout_ms = (unsigned int)n; break;
+	case O_QUEUES: n = xbd_num(v, 64); a->opts.max_queues = (unsigned int)n; break;
+	case O_ORDER: n = xbd_num(v, 5); a->opts.max_ring_page_order = (unsigned int)n; break;
+	case O_INDIRECT: n = xbd_num(v, 4096); a->opts.max_indirect_segs = (unsigned int)n; break;
+	case O_BYTES: n = xbd_num(v, 1ull << 40); a->bytes = (uint64_t)n; break;
+	case O_SEED: n = xbd_num(v, UINT32_MAX); a->seed = (unsigned int)n; break;
+	case O_BS: n = xbd_num(v, 16u << 20); a->bs = (unsigned int)n; n = n ? n : -1; break;
+	case O_QD: n = xbd_num(v, 4096); a->qd = (unsigned int)n; n = n ? n : -1; break;
+	case O_SECONDS: n = xbd_num(v, 3600); a->seconds = (unsigned int)n; break;
+	case O_OFFSET: n = xbd_num(v, 1ull << 60); a->offset = (uint64_t)n; break;
+	case O_LENGTH: n = xbd_num(v, 1ull << 60); a->length = (uint64_t)n; break;
 	default: return -1;
 	}
 	return n < 0 ? -1 : 0;
@@ -156,20 +144,18 @@ static int parse(int argc, char **argv, struct args *a)
 	long long d;
 	int c;
 
+	/* every field: --offset, --length, --secure and --zero-copy are
+	 * optional, and main's struct is not zeroed */
+	*a = (struct args){ .bytes = 4u << 20, .seed = 1, .rw = "randread", .bs = 4096,
+			    .qd = 32, .seconds = 5 };
 	xbdfront_opts_default(&a->opts);
-	a->bytes = 4u << 20;
-	a->seed = 1;
-	a->rw = "randread";
-	a->bs = 4096;
-	a->qd = 32;
-	a->seconds = 5;
 	while ((c = getopt_long(argc, argv, "vh", longopts, NULL)) != -1) {
 		if (c == 'v')
 			xbd_log_set_level(XBD_LOG_DEBUG);
 		else if (c == 'h' || set_opt(a, c, optarg))
 			return -1;
 	}
-	if (argc - optind != 3 || (d = num(argv[optind], 0x7fef)) < 0)
+	if (argc - optind != 3 || (d = xbd_num(argv[optind], 0x7fef)) < 0)
 		return -1;
 	a->domid = (unsigned int)d;
 	a->vdev = argv[optind + 1];
@@ -372,6 +358,7 @@ int main(int argc, char **argv)
 {
 	struct xbdfront_dev *dev;
 	struct xbdfront_info info;
+	char why[sizeof(info.reason)];
 	struct args a;
 	int rc;
 
@@ -380,10 +367,10 @@ int main(int argc, char **argv)
 		fputs(usage, stderr);
 		return 2;
 	}
-	rc = xbdfront_open(a.domid, a.vdev, &a.opts, &dev);
+	rc = xbdfront_open_why(a.domid, a.vdev, &a.opts, &dev, why, sizeof(why));
 	if (rc) {
-		fprintf(stderr, "xbdfront-io: cannot open %s of domain %u: %s\n", a.vdev,
-			a.domid, strerror(-rc));
+		fprintf(stderr, "xbdfront-io: cannot open %s of domain %u: %s%s%s\n", a.vdev,
+			a.domid, strerror(-rc), why[0] ? "; " : "", why);
 		return 1;
 	}
 	xbdfront_get_info(dev, &info);

@@ -91,6 +91,8 @@ struct fe_xb {
 	bool pending;                 /* our token came since the last dispatch */
 	unsigned int reconnects;
 	bool asked_probe;             /* PH_WAITING: we said Initialising */
+	bool failed;                  /* fatal() said Closing; fe_xb_close says Closed */
+	char why[200];                /* the first failure's reason, "" before */
 	struct fe_xb *next;           /* d->devs */
 };
 
@@ -115,6 +117,9 @@ static unsigned int read_opt(struct fe_xb *xb, const char *node, unsigned int de
 	return v < min ? min : v > max ? max : v;
 }
 
+/* Our error node and Closing (xenbus_dev_fatal); the device is done.
+ * The first reason is kept for xbdfront_open_in_why(); Closed follows
+ * in fe_xb_close(), once the backend let go. */
 static int __attribute__((format(printf, 3, 4)))
 fatal(struct fe_xb *xb, int err, const char *fmt, ...)
 {
@@ -125,8 +130,33 @@ fatal(struct fe_xb *xb, int err, const char *fmt, ...)
 	vsnprintf(msg, sizeof(msg), fmt, ap);
 	va_end(ap);
 	(void)xbd_xenbus_dev_fatal(xb->xs, xb->fe, err, "%s", msg);
+	if (!xb->why[0])
+		snprintf(xb->why, sizeof(xb->why), "%s", msg);
 	xb->phase = PH_CLOSED;
+	xb->failed = true;
 	return err;
+}
+
+/*
+ * The backend refused the disk (Closing): keep its reason, the text of
+ * its <be>/error node ("<errno> <message>", xbd_xenbus_dev_error), as
+ * "backend: <message> (<strerror>)".  Linux xen-blkback writes only the
+ * node under its own home, which the guest cannot read: then nothing.
+ */
+static void backend_reason(struct fe_xb *xb)
+{
+	char text[128], *msg;
+	long no;
+
+	if (xbd_xs_read_buf(xb->xs, XBT_NULL, xb->be, "error", text, sizeof(text)) ||
+	    !text[0])
+		return;
+	no = strtol(text, &msg, 10);
+	if (msg == text || no <= 0 || no > 4095 || *msg != ' ')
+		snprintf(xb->why, sizeof(xb->why), "backend: %s", text);
+	else
+		snprintf(xb->why, sizeof(xb->why), "backend: %s (%s)", msg + 1,
+			 strerror((int)no));
 }
 
 /* <fe>/backend must name this very device's backend directory. */
@@ -734,12 +764,19 @@ static int create_queues(struct fe_xb *xb)
 	int rc;
 
 	rc = dom_wait_state(xb, 1u << XenbusStateInitWait | 1u << XenbusStateInitialised |
-			    1u << XenbusStateConnected, (int)xb->opts.connect_timeout_ms, &st);
+			    1u << XenbusStateConnected | 1u << XenbusStateClosing,
+			    (int)xb->opts.connect_timeout_ms, &st);
 	if (rc == -ETIMEDOUT)
 		return fatal(xb, rc, "backend %s stayed %s for %u ms", xb->be,
 			     xbd_xenbus_state_name(st), xb->opts.connect_timeout_ms);
 	if (rc)
 		return rc;
+	if (st == XenbusStateClosing) {
+		/* the backend gave up on this disk before we came (it
+		 * could not open the storage): no use waiting for it */
+		backend_reason(xb);
+		return fatal(xb, -ENODEV, "backend %s is Closing", xb->be);
+	}
 	read_offer(xb, &o);
 	par = (struct fe_dev_params){
 		.backend = xb->be_domid,
@@ -818,9 +855,11 @@ static int handshake(struct fe_xb *xb)
 		 * why); Closed may be a restart: start over, a few times,
 		 * unless we behave as Linux blkfront does (no_recover). */
 		if (st != XenbusStateClosed || xb->opts.no_recover ||
-		    tries == HANDSHAKE_TRIES || renegotiate(xb))
+		    tries == HANDSHAKE_TRIES || renegotiate(xb)) {
+			backend_reason(xb);
 			return fatal(xb, -ENODEV, "backend went %s instead of Connected",
 				     xbd_xenbus_state_name(st));
+		}
 	}
 }
 
@@ -856,19 +895,31 @@ static struct fe_xb *xb_new(struct xbdfront_domain *d, const struct xbd_vdev *v,
 	return xb;
 }
 
-int xbdfront_open_in(struct xbdfront_domain *d, const char *vdev,
-		     const struct xbdfront_opts *opts, struct xbdfront_dev **out)
+/* What every open does first: no device and no reason yet; the
+ * options, or the defaults (in *def) when there are none. */
+static const struct xbdfront_opts *open_begin(struct xbdfront_dev **out, char *why, size_t len,
+					      const struct xbdfront_opts *opts,
+					      struct xbdfront_opts *def)
+{
+	*out = NULL;
+	if (why && len)
+		why[0] = '\0';
+	if (opts)
+		return opts;
+	xbdfront_opts_default(def);
+	return def;
+}
+
+int xbdfront_open_in_why(struct xbdfront_domain *d, const char *vdev,
+			 const struct xbdfront_opts *opts, struct xbdfront_dev **out,
+			 char *why, size_t len)
 {
 	struct xbdfront_opts def;
 	struct xbd_vdev v;
 	struct fe_xb *xb;
 	int rc;
 
-	*out = NULL;
-	if (!opts) {
-		xbdfront_opts_default(&def);
-		opts = &def;
-	}
+	opts = open_begin(out, why, len, opts, &def);
 	if (!d || !vdev || xbd_vdev_parse(vdev, &v) || opts_ok(opts))
 		return -EINVAL;
 	xb = xb_new(d, &v, opts);
@@ -886,6 +937,8 @@ int xbdfront_open_in(struct xbdfront_domain *d, const char *vdev,
 		rc = handshake(xb);
 	}
 	if (rc) {
+		if (why && len)
+			snprintf(why, len, "%s", xb->why);
 		if (xb->dev)
 			xbdfront_close(xb->dev);
 		else
@@ -897,25 +950,33 @@ int xbdfront_open_in(struct xbdfront_domain *d, const char *vdev,
 	return 0;
 }
 
+int xbdfront_open_in(struct xbdfront_domain *d, const char *vdev,
+		     const struct xbdfront_opts *opts, struct xbdfront_dev **out)
+{
+	return xbdfront_open_in_why(d, vdev, opts, out, NULL, 0);
+}
+
 int xbdfront_open(unsigned int domid, const char *vdev, const struct xbdfront_opts *opts,
 		  struct xbdfront_dev **out)
+{
+	return xbdfront_open_why(domid, vdev, opts, out, NULL, 0);
+}
+
+int xbdfront_open_why(unsigned int domid, const char *vdev, const struct xbdfront_opts *opts,
+		      struct xbdfront_dev **out, char *why, size_t len)
 {
 	struct xbdfront_opts def;
 	struct xbdfront_domain *d;
 	struct xbd_vdev v;
 	int rc;
 
-	*out = NULL;
-	if (!opts) {
-		xbdfront_opts_default(&def);
-		opts = &def;
-	}
+	opts = open_begin(out, why, len, opts, &def);
 	if (domid > XBD_DOMID_MAX || !vdev || xbd_vdev_parse(vdev, &v) || opts_ok(opts))
 		return -EINVAL;
 	rc = xbdfront_domain_open(domid, opts, &d);
 	if (rc)
 		return rc;
-	rc = xbdfront_open_in(d, vdev, opts, out);
+	rc = xbdfront_open_in_why(d, vdev, opts, out, why, len);
 	xbdfront_domain_close(d);        /* the device keeps its own reference */
 	return rc;
 }
@@ -938,8 +999,18 @@ void fe_xb_close(struct fe_xb *xb, struct xbdfront_dev *dev)
 		wait_backend(xb, 1u << XenbusStateClosing | 1u << XenbusStateClosed);
 		(void)xbd_xenbus_set_state(xb->xs, xb->fe, XenbusStateClosed);
 		wait_backend(xb, 1u << XenbusStateClosed);
+	} else if (xb->failed) {
+		/* fatal() said Closing (the backend refused us, or we it).
+		 * As Linux blkfront_closing: once the backend let go of our
+		 * rings (Closing or Closed; nothing to let go of without a
+		 * device), Closed, so the toolstack can tear down or retry. */
+		if (dev)
+			wait_backend(xb, 1u << XenbusStateClosing | 1u << XenbusStateClosed);
+		(void)xbd_xenbus_set_state(xb->xs, xb->fe, XenbusStateClosed);
+		if (dev)
+			wait_backend(xb, 1u << XenbusStateClosed);
 	} else if (dev) {
-		/* Detached or failed: we said Closed already; the backend
+		/* Detached: we said Closed already; the backend
 		 * unmaps before it says Closed, and grants revoked after that
 		 * are freed now instead of staying reserved while the domain
 		 * (shared by other disks) stays claimed. */

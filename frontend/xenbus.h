@@ -9,7 +9,9 @@
  *      /local/domain/<backend-id>/backend/vbd/<domid>/<devid>;
  *   2. a device a previous frontend left (our state not Initialising):
  *      Closed, wait for the backend to be Closed, Initialising; then wait
- *      (connect_timeout_ms) for the backend's InitWait;
+ *      (connect_timeout_ms) for the backend's InitWait; a backend that
+ *      is Closing there refused the disk (its `error` node says why):
+ *      fail at once;
  *   3. read its offer: multi-queue-max-queues (default 1),
  *      max-ring-page-order (default 0), feature-persistent (default 0);
  *   4. queues = min(ours, its), order = min(ours, its), persistent = both;
@@ -18,7 +20,10 @@
  *      or multi-queue-num-queues + queue-N/... (several), ring-page-order
  *      (when > 0), protocol, feature-persistent; then Initialised;
  *   6. wait (connect_timeout_ms) for Connected; Closing/timeout is an
- *      error node and Closing; Closed with online = 1 is a backend that
+ *      error node and Closing, then (fe_xb_close, once the backend is
+ *      Closing or Closed) Closed, as Linux blkfront_closing; the reason
+ *      (the backend's `error` text, else ours) goes to the caller of
+ *      xbdfront_open_in_why(); Closed with online = 1 is a backend that
  *      restarted under us: Closed, its Closed, Initialising, its InitWait,
  *      fresh rings, back to 5 (three tries in all);
  *   7. read sectors, info, sector-size (all required), physical-sector-size,

@@ -228,7 +228,7 @@ static void note_failed(struct disks *t, uint32_t devid)
 static int disk_open(struct disks *t, uint32_t devid)
 {
 	struct xbdfront_info info;
-	char id[16];
+	char id[16], why[sizeof(info.reason)];
 	struct disk *d = calloc(1, sizeof(*d));
 	int rc;
 
@@ -239,9 +239,10 @@ static int disk_open(struct disks *t, uint32_t devid)
 	if (xbd_vdev_name(devid, d->name, sizeof(d->name)) < 0)
 		snprintf(d->name, sizeof(d->name), "%" PRIu32, devid);
 	snprintf(id, sizeof(id), "%" PRIu32, devid);
-	rc = xbdfront_open_in(t->dom, id, &t->opts, &d->dev);
+	rc = xbdfront_open_in_why(t->dom, id, &t->opts, &d->dev, why, sizeof(why));
 	if (rc) {
-		log_err("cannot connect %s: %s", d->name, strerror(-rc));
+		log_err("cannot connect %s: %s%s%s", d->name, strerror(-rc), why[0] ? "; " : "",
+			why);
 		free(d);
 		return rc;
 	}

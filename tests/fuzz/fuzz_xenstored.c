@@ -23,6 +23,14 @@
  * domain's node count equals the nodes it owns, and everything is freed
  * (LeakSanitizer).
  *
+ * Write pacing (XSA-206, quota write-rate) is off: it holds a guest's
+ * input back by the wall clock, so with it on the fuzzer would explore
+ * the 5 ms sleeps of the bucket rather than the protocol, and an input
+ * would not replay the same way twice.  An input may still turn it on
+ * (CONTROL quota set write-rate N on the privileged connection); unless
+ * it does, no connection may ever be held back.  Pacing itself is tested
+ * by tests/system/test_faults_xenstored_writes.py.
+ *
  * Input layout: chunks of struct fz_chunk + len payload bytes.
  */
 #include <dirent.h>
@@ -230,6 +238,7 @@ static void init_once(void)
 	epoll_fd = epoll_create1(EPOLL_CLOEXEC);
 	CHECK(epoll_fd >= 0);
 	quota_default = quota;
+	quota_default.write_rate = 0;      /* see the file-top comment */
 	memcpy(intro_default, special_intro, sizeof(intro_default));
 	memcpy(release_default, special_release, sizeof(release_default));
 	nintro_default = nspecial_intro;
@@ -332,6 +341,8 @@ static void one_chunk(const struct fz_chunk *ch, const uint8_t *payload, size_t 
 	if (!s->c)
 		return;
 	daemon_turn(!(ch->sel & 4));
+	/* pacing only when the input set a rate of its own */
+	CHECK(quota.write_rate != quota_default.write_rate || conn_throttle_wait() < 0);
 	if ((ch->sel & 8) && s->c) {
 		/* The client hangs up: the daemon sees EOF. */
 		close(s->peer);

@@ -31,6 +31,7 @@
 
 #include "frontend/xbdfront.h"
 #include "lib/log.h"
+#include "lib/num.h"
 
 static const char usage[] =
 "usage: xbd-test-xen-dd [options] DOMID VDEV STEP...\n"
@@ -68,19 +69,6 @@ struct run {
 	unsigned char *buf;       /* bs bytes */
 };
 
-/* A decimal number in [0, max], or -1. */
-static long long num(const char *s, unsigned long long max)
-{
-	unsigned long long v;
-	char *end;
-
-	errno = 0;
-	v = strtoull(s, &end, 10);
-	if (errno || end == s || *end || s[0] == '-' || v > max)
-		return -1;
-	return (long long)v;
-}
-
 /* "OFF:LEN" -> two numbers; -EINVAL when malformed. */
 static int range(const char *s, uint64_t *off, uint64_t *len)
 {
@@ -94,8 +82,8 @@ static int range(const char *s, uint64_t *off, uint64_t *len)
 	if (!colon)
 		return -EINVAL;
 	*colon = '\0';
-	a = num(copy, 1ull << 60);
-	b = num(colon + 1, 1ull << 60);
+	a = xbd_num(copy, 1ull << 60);
+	b = xbd_num(colon + 1, 1ull << 60);
 	if (a < 0 || b < 0)
 		return -EINVAL;
 	*off = (uint64_t)a;
@@ -258,12 +246,12 @@ static int step(struct run *r, const char *s)
 			printf("discard off=%" PRIu64 " len=%" PRIu64 "\n", off, len);
 		return rc;
 	}
-	if (!strncmp(s, "sleep=", 6) && (ms = num(s + 6, 600000)) >= 0) {
+	if (!strncmp(s, "sleep=", 6) && (ms = xbd_num(s + 6, 600000)) >= 0) {
 		usleep((useconds_t)ms * 1000);
 		printf("sleep ms=%lld\n", ms);
 		return 0;
 	}
-	if (!strncmp(s, "hold=", 5) && (ms = num(s + 5, 3600000)) >= 0)
+	if (!strncmp(s, "hold=", 5) && (ms = xbd_num(s + 5, 3600000)) >= 0)
 		return step_hold(r, ms);
 	return -EINVAL;
 }
@@ -279,17 +267,17 @@ static int parse(int argc, char **argv, struct xbdfront_opts *opts, size_t *bs)
 		switch (c) {
 		case O_PLATFORM: opts->platform = optarg; break;
 		case O_RUNDIR: opts->rundir = optarg; break;
-		case O_QUEUES: n = num(optarg, 64); opts->max_queues = (unsigned int)n; break;
-		case O_ORDER: n = num(optarg, 5); opts->max_ring_page_order = (unsigned int)n; break;
-		case O_POOL: n = num(optarg, 1u << 20); opts->pool_pages = (unsigned int)n; break;
-		case O_TIMEOUT: n = num(optarg, 3600000); opts->connect_timeout_ms = (unsigned int)n; break;
-		case O_BS: n = num(optarg, 16u << 20); *bs = (size_t)n; n = n ? n : -1; break;
+		case O_QUEUES: n = xbd_num(optarg, 64); opts->max_queues = (unsigned int)n; break;
+		case O_ORDER: n = xbd_num(optarg, 5); opts->max_ring_page_order = (unsigned int)n; break;
+		case O_POOL: n = xbd_num(optarg, 1u << 20); opts->pool_pages = (unsigned int)n; break;
+		case O_TIMEOUT: n = xbd_num(optarg, 3600000); opts->connect_timeout_ms = (unsigned int)n; break;
+		case O_BS: n = xbd_num(optarg, 16u << 20); *bs = (size_t)n; n = n ? n : -1; break;
 		default: return -1;
 		}
 		if (n < 0)
 			return -1;
 	}
-	if (argc - optind < 3 || num(argv[optind], 0x7fef) < 0)
+	if (argc - optind < 3 || xbd_num(argv[optind], 0x7fef) < 0)
 		return -1;
 	return optind;
 }
@@ -308,9 +296,11 @@ int main(int argc, char **argv)
 		fputs(usage, stderr);
 		return 2;
 	}
-	rc = xbdfront_open((unsigned int)num(argv[i], 0x7fef), argv[i + 1], &opts, &r.dev);
+	rc = xbdfront_open_why((unsigned int)xbd_num(argv[i], 0x7fef), argv[i + 1], &opts, &r.dev,
+			       r.info.reason, sizeof(r.info.reason));
 	if (rc) {
-		fprintf(stderr, "xbd-test-xen-dd: cannot open %s: %s\n", argv[i + 1], strerror(-rc));
+		fprintf(stderr, "xbd-test-xen-dd: cannot open %s: %s%s%s\n", argv[i + 1],
+			strerror(-rc), r.info.reason[0] ? "; " : "", r.info.reason);
 		return 1;
 	}
 	xbdfront_get_info(r.dev, &r.info);

@@ -34,37 +34,11 @@ struct fx {
 	struct gring gr[2];
 };
 
-static void bin(char *buf, size_t len, const char *name)
-{
-	char xsd[PATH_MAX];
-
-	xsd_binary(xsd, sizeof(xsd));            /* .../bin/xbd-xenstored */
-	*strrchr(xsd, '/') = '\0';
-	snprintf(buf, len, "%.*s/%s", (int)(len - 64), xsd, name);
-}
-
-/* Run the xbd toolstack; its exit status. */
-static int xbd(struct fx *fx, const char *a1, const char *a2, const char *a3, const char *a4)
-{
-	char path[PATH_MAX];
-	int status;
-	pid_t pid;
-
-	bin(path, sizeof(path), "xbd");
-	pid = fork();
-	if (pid == 0) {
-		execl(path, path, "--rundir", fx->g.rundir, a1, a2, a3, a4, (char *)NULL);
-		_exit(127);
-	}
-	waitpid(pid, &status, 0);
-	return WIFEXITED(status) ? WEXITSTATUS(status) : 128;
-}
-
 static void start_backend(struct fx *fx)
 {
 	char path[PATH_MAX], log[256];
 
-	bin(path, sizeof(path), "xbd-blkback");
+	xbd_tool(path, sizeof(path), "xbd-blkback");
 	snprintf(log, sizeof(log), "%s/blkback.log", fx->g.rundir);
 	fx->be = fork();
 	if (fx->be == 0) {
@@ -77,18 +51,6 @@ static void start_backend(struct fx *fx)
 	assert_true(fx->be > 0);
 }
 
-static int stop_backend(struct fx *fx, int sig)
-{
-	int status = 0;
-
-	if (fx->be <= 0)
-		return -1;
-	kill(fx->be, sig);
-	waitpid(fx->be, &status, 0);
-	fx->be = 0;
-	return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
-}
-
 static int setup(void **state)
 {
 	static struct fx fx;
@@ -99,7 +61,7 @@ static int setup(void **state)
 	if (!mkdtemp(fx.g.rundir) || xsd_start(fx.g.rundir, &fx.xsd))
 		return -1;
 	*state = &fx;
-	if (xbd(&fx, "domain-create", "guest", "--memory", "16M") != 0)
+	if (xbd_run(fx.g.rundir, "domain-create", "guest", "--memory", "16M") != 0)
 		return -1;
 	snprintf(sock, sizeof(sock), "%s/xenstored.sock", fx.g.rundir);
 	snprintf(fx.file, sizeof(fx.file), "%s/disk.img", fx.g.rundir);
@@ -118,7 +80,7 @@ static int teardown(void **state)
 	struct fx *fx = *state;
 	char log[256], cmd[300];
 
-	stop_backend(fx, SIGKILL);
+	proc_stop(&fx->be, SIGKILL);
 	for (int i = 0; i < 2; i++)
 		gring_close(&fx->g, &fx->gr[i]);
 	if (fx->xs)
@@ -174,24 +136,6 @@ static void check_disk(struct fx *fx, unsigned int page, uint64_t sector)
 	assert_memory_equal(got, guest_page(&fx->g, page), 4096);
 }
 
-/* Our dmesg scan: no sanitizer report or failed assertion in the log. */
-static void assert_log_clean(struct fx *fx)
-{
-	static const char *bad[] = { "AddressSanitizer", "LeakSanitizer", "runtime error:",
-				     "Assertion", "assertion" };
-	char path[200], line[512];
-	FILE *f;
-
-	snprintf(path, sizeof(path), "%s/blkback.log", fx->g.rundir);
-	f = fopen(path, "re");
-	assert_non_null(f);
-	while (fgets(line, sizeof(line), f))
-		for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++)
-			if (strstr(line, bad[i]))
-				fail_msg("backend log: %s", line);
-	fclose(f);
-}
-
 static void test_serve_detach_restart(void **state)
 {
 	struct fx *fx = *state;
@@ -201,7 +145,7 @@ static void test_serve_detach_restart(void **state)
 
 	start_backend(fx);
 	snprintf(spec, sizeof(spec), "%s,raw,xvda,w", fx->file);
-	assert_int_equal(xbd(fx, "block-attach", "1", spec, NULL), 0);  /* InitWait seen */
+	assert_int_equal(xbd_run(fx->g.rundir, "block-attach", "1", spec, NULL), 0);  /* InitWait seen */
 	assert_int_equal(xbd_xs_read_uint(fx->xs, XBT_NULL, BE, "feature-persistent", 0, 1, &v), 0);
 	assert_int_equal(v, 1);
 	frontend_connect(fx);
@@ -228,7 +172,7 @@ static void test_serve_detach_restart(void **state)
 	/* SIGKILL the backend under a connected frontend and restart it: it
 	 * adopts the device but not the dead backend's rings (says Closed);
 	 * the frontend starts over on fresh rings and is served again */
-	assert_int_equal(stop_backend(fx, SIGKILL), 128 + SIGKILL);
+	assert_int_equal(proc_stop(&fx->be, SIGKILL), 128 + SIGKILL);
 	start_backend(fx);
 	wait_be(fx, XenbusStateClosed);
 	for (int q = 0; q < 2; q++)
@@ -246,10 +190,10 @@ static void test_serve_detach_restart(void **state)
 	wait_be(fx, XenbusStateClosing);
 	xbd_xs_printf(fx->xs, XBT_NULL, FE, "state", "%d", XenbusStateClosed);
 	wait_be(fx, XenbusStateClosed);
-	assert_int_equal(xbd(fx, "block-detach", "1", "xvda", NULL), 0);
+	assert_int_equal(xbd_run(fx->g.rundir, "block-detach", "1", "xvda", NULL), 0);
 	assert_int_equal(xbd_xs_exists(fx->xs, XBT_NULL, BE, NULL), 0);
-	assert_int_equal(stop_backend(fx, SIGTERM), 0);
-	assert_log_clean(fx);
+	assert_int_equal(proc_stop(&fx->be, SIGTERM), 0);
+	assert_blkback_log_clean(fx->g.rundir);
 }
 
 int main(void)

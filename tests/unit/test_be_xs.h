@@ -1,7 +1,9 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * Start xbd-xenstored (built next to the tests, or $XBD_XENSTORED) on a
- * given run directory for a backend test, and stop it.
+ * The programs of a backend test as processes: start xbd-xenstored (built
+ * next to the tests, or $XBD_XENSTORED) on a given run directory and stop
+ * it, find the other programs of the same build, run the xbd toolstack,
+ * stop a daemon, and scan xbd-blkback's log.  Include after <cmocka.h>.
  */
 #ifndef XBD_TEST_BE_XS_H
 #define XBD_TEST_BE_XS_H
@@ -81,6 +83,68 @@ static inline void xsd_stop(pid_t *pid)
 		waitpid(*pid, NULL, 0);
 	}
 	*pid = 0;
+}
+
+/* Program name of the same build as xbd-xenstored (bin/<name>). */
+static inline void xbd_tool(char *buf, size_t len, const char *name)
+{
+	char xsd[PATH_MAX];
+
+	xsd_binary(xsd, sizeof(xsd));            /* .../bin/xbd-xenstored */
+	*strrchr(xsd, '/') = '\0';
+	snprintf(buf, len, "%.*s/%s", (int)(len - 64), xsd, name);
+}
+
+/* Run the xbd toolstack on rundir (up to four arguments, NULL ends);
+ * its exit status, 128 when it did not exit. */
+static inline int xbd_run(const char *rundir, const char *a1, const char *a2,
+			  const char *a3, const char *a4)
+{
+	char path[PATH_MAX];
+	int status;
+	pid_t pid;
+
+	xbd_tool(path, sizeof(path), "xbd");
+	pid = fork();
+	if (pid == 0) {
+		execl(path, path, "--rundir", rundir, a1, a2, a3, a4, (char *)NULL);
+		_exit(127);
+	}
+	waitpid(pid, &status, 0);
+	return WIFEXITED(status) ? WEXITSTATUS(status) : 128;
+}
+
+/* Signal a daemon we started and reap it: its exit status, or 128 +
+ * the signal that ended it; -1 when none runs.  *pid becomes 0. */
+static inline int proc_stop(pid_t *pid, int sig)
+{
+	int status = 0;
+
+	if (*pid <= 0)
+		return -1;
+	kill(*pid, sig);
+	waitpid(*pid, &status, 0);
+	*pid = 0;
+	return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+}
+
+/* Our dmesg scan: no sanitizer report or failed assertion in
+ * $rundir/blkback.log, where the tests send xbd-blkback's stderr. */
+static inline void assert_blkback_log_clean(const char *rundir)
+{
+	static const char *bad[] = { "AddressSanitizer", "LeakSanitizer", "runtime error:",
+				     "Assertion", "assertion" };
+	char path[PATH_MAX], line[512];
+	FILE *f;
+
+	snprintf(path, sizeof(path), "%s/blkback.log", rundir);
+	f = fopen(path, "re");
+	assert_non_null(f);
+	while (fgets(line, sizeof(line), f))
+		for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++)
+			if (strstr(line, bad[i]))
+				fail_msg("backend log: %s", line);
+	fclose(f);
 }
 
 #endif

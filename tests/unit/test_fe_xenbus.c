@@ -22,6 +22,7 @@
 #include <string.h>
 #include <sys/prctl.h>
 #include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 #include <cmocka.h>
 
@@ -128,6 +129,7 @@ struct sb {
 	unsigned int handshakes;
 	unsigned int fe_ready;       /* frontend states to connect in */
 	bool refuse_first;           /* say Closed to the first rings (a restart) */
+	bool refuse;                 /* refuse the rings: error node and Closing */
 	/* what the frontend published, as read by the backend */
 	unsigned int nq, order, ind;
 	char protocol[32];
@@ -238,6 +240,24 @@ static int sb_restart(struct sb *s, char how)
 	return rc;
 }
 
+/* As xbd-blkback's be_fatal on the frontend's keys: the error node and
+ * Closing; then the frontend must say Closed (Linux blkfront_closing)
+ * for us to go Closed. */
+static int sb_refuse(struct sb *s)
+{
+	enum xenbus_state st;
+	int rc;
+
+	rc = xbd_xenbus_set_state(s->xs, BE, XenbusStateInitWait);
+	if (!rc)
+		rc = xbd_xenbus_wait_state(s->xs, FE, 1u << XenbusStateInitialised, 5000, &st);
+	if (!rc)
+		rc = xbd_xenbus_dev_fatal(s->xs, BE, -EINVAL, "bad ring-page-order (maximum 0)");
+	if (!rc)
+		rc = xbd_xenbus_wait_state(s->xs, FE, 1u << XenbusStateClosed, 5000, &st);
+	return rc ? rc : xbd_xenbus_set_state(s->xs, BE, XenbusStateClosed);
+}
+
 /* After Connected: wait for a restart request or the frontend closing. */
 static void *sb_main(void *arg)
 {
@@ -246,6 +266,10 @@ static void *sb_main(void *arg)
 	char c;
 
 	s->fe_ready = 1u << XenbusStateInitialised;
+	if (s->refuse) {
+		s->result = sb_refuse(s);
+		return NULL;
+	}
 	for (;;) {
 		s->result = sb_handshake(s);
 		if (s->result)
@@ -496,22 +520,75 @@ static void test_timeout(void **state)
 {
 	const struct offer o = { { { NULL, NULL } } };
 	struct fx f;
-	char err[200];
+	char err[200], why[160];
 
 	(void)state;
 	fx_setup(&f, &o, false);
 	f.opts.connect_timeout_ms = 300;
-	assert_int_equal(xbdfront_open(GUEST, "xvda", &f.opts, &f.dev), -ETIMEDOUT);
+	assert_int_equal(xbdfront_open_why(GUEST, "xvda", &f.opts, &f.dev, why, sizeof(why)),
+			 -ETIMEDOUT);
 	assert_null(f.dev);
 	assert_int_equal(xbd_xs_read_buf(f.s.xs, XBT_NULL, FE, "error", err, sizeof(err)), 0);
 	print_message("error node: %s\n", err);
 	assert_non_null(strstr(err, "stayed Initialising for 300 ms"));
-	assert_int_equal(fe_uint(&f, "state"), XenbusStateClosing);
-	/* bad arguments never touch xenstore */
-	assert_int_equal(xbdfront_open(GUEST, "xvdzzzzzzzzzz9999", &f.opts, &f.dev), -EINVAL);
+	/* the caller gets the same words as the error node */
+	assert_string_equal(why, "backend " BE " stayed Initialising for 300 ms");
+	/* Closing, then Closed: the frontend is gone, the toolstack may retry */
+	assert_int_equal(fe_uint(&f, "state"), XenbusStateClosed);
+	/* bad arguments never touch xenstore and have nothing to add */
+	assert_int_equal(xbdfront_open_why(GUEST, "xvdzzzzzzzzzz9999", &f.opts, &f.dev, why,
+					   sizeof(why)), -EINVAL);
+	assert_string_equal(why, "");
 	assert_int_equal(xbdfront_open(GUEST, "xvdb", &f.opts, &f.dev), -ENOENT);
 	f.opts.max_ring_page_order = 6;
 	assert_int_equal(xbdfront_open(GUEST, "xvda", &f.opts, &f.dev), -EINVAL);
+	fx_teardown(&f, true);
+}
+
+/* The backend refuses our rings (be_fatal: error node, Closing): the
+ * open fails with its reason, and we end Closed so that it can close
+ * too (Linux blkfront_closing); the backend thread checks it saw Closed. */
+static void test_refused_ends_closed_with_reason(void **state)
+{
+	const struct offer o = { { { NULL, NULL } } };
+	struct fx f;
+	char why[160];
+
+	(void)state;
+	fx_setup(&f, &o, false);
+	f.s.refuse = true;
+	assert_int_equal(pthread_create(&f.s.th, NULL, sb_main, &f.s), 0);
+	assert_int_equal(xbdfront_open_why(GUEST, "xvda", &f.opts, &f.dev, why, sizeof(why)),
+			 -ENODEV);
+	assert_null(f.dev);
+	assert_string_equal(why, "backend: bad ring-page-order (maximum 0) (Invalid argument)");
+	assert_int_equal(fe_uint(&f, "state"), XenbusStateClosed);
+	pthread_join(f.s.th, NULL);
+	assert_int_equal(f.s.result, 0);
+	fx_teardown(&f, true);
+}
+
+/* A backend that gave up on the disk before we came (Closing, its error
+ * node says why): the open fails at once with that reason, not after
+ * the connect timeout, and ends Closed. */
+static void test_backend_closing_fails_fast(void **state)
+{
+	const struct offer o = { { { NULL, NULL } } };
+	struct timespec t0, t1;
+	struct fx f;
+	char why[160];
+
+	(void)state;
+	fx_setup(&f, &o, false);
+	f.opts.connect_timeout_ms = 5000;
+	assert_int_equal(xbd_xenbus_dev_fatal(f.s.xs, BE, -ENOENT, "opening /srv/gone.img"), 0);
+	clock_gettime(CLOCK_MONOTONIC, &t0);
+	assert_int_equal(xbdfront_open_why(GUEST, "xvda", &f.opts, &f.dev, why, sizeof(why)),
+			 -ENODEV);
+	clock_gettime(CLOCK_MONOTONIC, &t1);
+	assert_true(t1.tv_sec - t0.tv_sec < 3);
+	assert_string_equal(why, "backend: opening /srv/gone.img (No such file or directory)");
+	assert_int_equal(fe_uint(&f, "state"), XenbusStateClosed);
 	fx_teardown(&f, true);
 }
 
@@ -671,6 +748,8 @@ int main(void)
 		cmocka_unit_test(test_negotiate_legacy_keys),
 		cmocka_unit_test(test_persistent_stated_at_connect),
 		cmocka_unit_test(test_timeout),
+		cmocka_unit_test(test_refused_ends_closed_with_reason),
+		cmocka_unit_test(test_backend_closing_fails_fast),
 		cmocka_unit_test(test_domain_handle),
 		cmocka_unit_test(test_restart_during_handshake),
 		cmocka_unit_test(test_restart_reattach),

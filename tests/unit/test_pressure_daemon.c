@@ -126,7 +126,7 @@ static void test_lru_live(void **state)
 	usleep(250000);
 	assert_true(sys_read(fx, VBD "statistics/persistent_grants") <= 100);
 	assert_int_equal(stop_backend(fx, SIGTERM), 0);
-	assert_log_clean(fx);
+	assert_blkback_log_clean(fx->g.rundir);
 }
 
 /* Fill the copy path's pool: 64 requests of 11 pages in flight. */
@@ -178,7 +178,7 @@ static void test_squeeze_tree(void **state)
 	assert_int_equal(sys_read(fx, VBD "statistics/pool_pages_free"), 16 * SEGS);
 	assert_int_equal(sys_read(fx, VBD "statistics/inflight"), 0);
 	assert_int_equal(stop_backend(fx, SIGTERM), 0);
-	assert_log_clean(fx);
+	assert_blkback_log_clean(fx->g.rundir);
 }
 
 /* Real pressure: the backend in a memory-limited cgroup v1, a child of
@@ -227,7 +227,7 @@ static void test_squeeze_cgroup1(void **state)
 	waitpid(fx->hog, NULL, 0);
 	fx->hog = 0;
 	assert_int_equal(stop_backend(fx, SIGTERM), 0);
-	assert_log_clean(fx);
+	assert_blkback_log_clean(fx->g.rundir);
 }
 
 int main(void)

@@ -53,32 +53,6 @@ static inline uint64_t mono_ms(void)
 	return (uint64_t)ts.tv_sec * 1000u + (uint64_t)ts.tv_nsec / 1000000u;
 }
 
-static inline void bin(char *buf, size_t len, const char *name)
-{
-	char xsd[PATH_MAX];
-
-	xsd_binary(xsd, sizeof(xsd));
-	*strrchr(xsd, '/') = '\0';
-	snprintf(buf, len, "%.*s/%s", (int)(len - 64), xsd, name);
-}
-
-static inline int run_xbd(struct fx *fx, const char *a1, const char *a2, const char *a3,
-		   const char *a4)
-{
-	char path[PATH_MAX];
-	int status;
-	pid_t pid;
-
-	bin(path, sizeof(path), "xbd");
-	pid = fork();
-	if (pid == 0) {
-		execl(path, path, "--rundir", fx->g.rundir, a1, a2, a3, a4, (char *)NULL);
-		_exit(127);
-	}
-	waitpid(pid, &status, 0);
-	return WIFEXITED(status) ? WEXITSTATUS(status) : 128;
-}
-
 static inline int put_file(const char *path, const char *val)
 {
 	int fd = open(path, O_WRONLY | O_CLOEXEC), rc;
@@ -123,7 +97,7 @@ static inline void start_backend(struct fx *fx, const char *extra)
 {
 	char path[PATH_MAX], log[256], procs[200], tree[200];
 
-	bin(path, sizeof(path), "xbd-blkback");
+	xbd_tool(path, sizeof(path), "xbd-blkback");
 	snprintf(log, sizeof(log), "%s/blkback.log", fx->g.rundir);
 	snprintf(procs, sizeof(procs), "%s/cgroup.procs", fx->cg);
 	fx->be = fork();
@@ -144,16 +118,10 @@ static inline void start_backend(struct fx *fx, const char *extra)
 	assert_int_equal(access(tree, R_OK), 0);
 }
 
+/* Signal the backend and reap it (proc_stop); bench/pool uses it too. */
 static inline int stop_backend(struct fx *fx, int sig)
 {
-	int status = 0;
-
-	if (fx->be <= 0)
-		return -1;
-	kill(fx->be, sig);
-	waitpid(fx->be, &status, 0);
-	fx->be = 0;
-	return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+	return proc_stop(&fx->be, sig);
 }
 
 static inline long rss_kb(pid_t pid)
@@ -247,7 +215,7 @@ static inline int fx_setup(struct fx **out)
 	if (!mkdtemp(fx.g.rundir) || xsd_start(fx.g.rundir, &fx.xsd))
 		return -1;
 	*out = &fx;
-	if (run_xbd(&fx, "domain-create", "guest", "--memory", "16M") != 0)
+	if (xbd_run(fx.g.rundir, "domain-create", "guest", "--memory", "16M") != 0)
 		return -1;
 	snprintf(sock, sizeof(sock), "%s/xenstored.sock", fx.g.rundir);
 	if (xbd_platform_open(XBD_PLATFORM_LOCAL, fx.g.rundir, &fx.g.p) ||
@@ -313,25 +281,8 @@ static inline struct vbd *vbd_attach(struct fx *fx, const char *dir, uint64_t si
 	close(fd);
 	snprintf(spec, sizeof(spec), "%s,raw,xvd%c,w", v->file, 'a' + fx->nvbds);
 	fx->nvbds++;
-	assert_int_equal(run_xbd(fx, "block-attach", "1", spec, NULL), 0);
+	assert_int_equal(xbd_run(fx->g.rundir, "block-attach", "1", spec, NULL), 0);
 	return v;
-}
-
-static inline void assert_log_clean(struct fx *fx)
-{
-	static const char *bad[] = { "AddressSanitizer", "LeakSanitizer", "runtime error:",
-				     "Assertion", "assertion" };
-	char path[200], line[512];
-	FILE *f;
-
-	snprintf(path, sizeof(path), "%s/blkback.log", fx->g.rundir);
-	f = fopen(path, "re");
-	assert_non_null(f);
-	while (fgets(line, sizeof(line), f))
-		for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++)
-			if (strstr(line, bad[i]))
-				fail_msg("backend log: %s", line);
-	fclose(f);
 }
 
 /* A child in the cgroup fx->cg writing page cache (256 MiB, rewritten)
