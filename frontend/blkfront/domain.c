@@ -7,6 +7,7 @@
 
 #include "frontend/blkfront/domain.h"
 #include "lib/platform/platform.h"
+#include "lib/xenbus.h"
 
 long long guest_num(const char *s, long long lo, long long hi)
 {
@@ -20,14 +21,57 @@ long long guest_num(const char *s, long long lo, long long hi)
 	return v;
 }
 
+/*
+ * On Xen a frontend can only be the domain it runs in: its id and name are
+ * the relative xenstore nodes "domid" and "name" (our own domain's, read
+ * through /dev/xen/xenbus in a domU).  name NULL, our id or our name ->
+ * our id; another id is returned as given (the claim refuses it, naming
+ * ours); another name -> -ENOENT, since a domU cannot list the others.
+ */
+static int xen_resolve(const char *name, unsigned int *domid)
+{
+	struct xs_handle *xs = NULL;
+	char own[128] = "";
+	unsigned int self;
+	long long id = name ? guest_num(name, 0, XBD_DOMID_MAX) : -1;
+	int rc;
+
+	if (id >= 0) {
+		*domid = (unsigned int)id;
+		return 0;
+	}
+	rc = xbd_xs_open(NULL, &xs);
+	if (rc)
+		return rc;
+	rc = xbd_xs_read_uint(xs, XBT_NULL, "domid", NULL, 0, XBD_DOMID_MAX, &self);
+	if (rc)
+		goto out;
+	/* a domain without a name node (dom0 before xl sets it) is only
+	 * reachable by id or by leaving --domain out */
+	if (name && (xbd_xs_read_buf(xs, XBT_NULL, "name", NULL, own, sizeof(own)) ||
+		     strcmp(own, name))) {
+		rc = -ENOENT;
+		goto out;
+	}
+	*domid = self;
+out:
+	xs_close(xs);
+	return rc;
+}
+
 int guest_resolve_domain(struct xbd_platform *p, const char *name, unsigned int *domid)
 {
 	struct xbd_domain_info info;
-	long long id = guest_num(name, 1, XBD_DOMID_MAX);
+	long long id;
 	struct dirent *e;
 	DIR *dir;
 	int rc = -ENOENT;
 
+	if (xbd_platform_get_kind(p) == XBD_PLATFORM_XEN)
+		return xen_resolve(name, domid);
+	if (!name)
+		return -EINVAL;      /* a local process is no domain by itself */
+	id = guest_num(name, 1, XBD_DOMID_MAX);
 	if (id > 0) {
 		*domid = (unsigned int)id;
 		return 0;

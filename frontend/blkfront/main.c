@@ -3,6 +3,7 @@
  * xbd-blkfront: a local guest that shows its virtual disks as files.
  *
  *   xbd-blkfront --domain NAME|ID [--mount DIR] [options]
+ *   xbd-blkfront [--platform xen] [--mount DIR] [options]   (in a Xen domU)
  *
  * Threads: main (parses, mounts, runs libfuse's loop, tears down), libfuse
  * workers (fs.c), the watcher and the completion threads (disks.c) and
@@ -28,13 +29,18 @@
 
 static const char usage[] =
 "usage: xbd-blkfront --domain NAME|ID [--mount DIR] [options]\n"
+"       xbd-blkfront [--platform xen] [--mount DIR] [options]   (in a Xen domU)\n"
 "Become local domain NAME (claim it: one process per domain), connect every\n"
 "one of its virtual disks at once (device/vbd, and those attached later)\n"
 "and show each as the file DIR/<vdev> through FUSE (default DIR:\n"
-"$XBD_RUNDIR/dom<N>/dev); a detached disk's file disappears.  SIGTERM,\n"
-"SIGINT or SIGHUP: every disk Closing -> Closed, unmount, release the\n"
-"domain, exit 0.  Exit 1 when the domain cannot be claimed (e.g. another\n"
-"process is it) or served, 2 on a usage error.\n"
+"$XBD_RUNDIR/dom<N>/dev, made with its parents); a detached disk's file\n"
+"disappears.  On Xen the domain is the one this process runs in: --domain\n"
+"may be left out (or be its own id or name); the kernel's xen-blkfront\n"
+"must not claim the disks, and /dev/xen/gntalloc, /dev/xen/evtchn,\n"
+"/dev/xen/xenbus and /dev/fuse are used.  SIGTERM, SIGINT or SIGHUP:\n"
+"every disk Closing -> Closed, unmount, release the domain, exit 0.\n"
+"Exit 1 when the domain cannot be claimed (e.g. another process is it)\n"
+"or served, 2 on a usage error.\n"
 "\n"
 "options (the Linux xen_blkfront parameter names):\n"
 "  --max_queues=N             queues per disk to ask for (default 4)\n"
@@ -44,10 +50,13 @@ static const char usage[] =
 "other options:\n"
 "  --mount DIR        where the files appear (created if missing)\n"
 "  --rundir DIR       the local machine's directory (default $XBD_RUNDIR)\n"
-"  --platform P       auto, local or xen (default auto)\n"
+"  --platform P       auto, local or xen (default auto: xen when\n"
+"                     /dev/xen/gntalloc and /dev/xen/evtchn exist)\n"
 "  --timeout MS       wait for a backend to connect (default 10000)\n"
 "  -v                 log debug messages\n"
 "  -h, --help         this text\n";
+
+#define BLKFRONT_GNTALLOC_PATH "/dev/xen/gntalloc"
 
 struct args {
 	struct xbdfront_opts opts;
@@ -106,13 +115,38 @@ static int parse(int argc, char **argv, struct args *a)
 		else if (set_opt(a, c, optarg))
 			return -1;
 	}
-	if (optind != argc || !a->domain)
+	if (optind != argc)
 		return -1;
 	return 0;
 }
 
-/* The mount point: made if missing; a stale FUSE mount left by a killed
- * blkfront (ENOTCONN) is detached first. */
+/* mkdir -p: dir and its missing parents (mode 0755). */
+static int make_dirs(const char *dir)
+{
+	char path[4096];
+	size_t len = strlen(dir);
+
+	if (!len)
+		return -ENOENT;
+	if (len >= sizeof(path))
+		return -ENAMETOOLONG;
+	memcpy(path, dir, len + 1);
+	for (char *p = path + 1; ; p++) {
+		if (*p && *p != '/')
+			continue;
+		char c = *p;
+
+		*p = '\0';
+		if (mkdir(path, 0755) < 0 && errno != EEXIST)
+			return -errno;
+		*p = c;
+		if (!c)
+			return 0;
+	}
+}
+
+/* The mount point: made (with its parents) if missing; a stale FUSE mount
+ * left by a killed blkfront (ENOTCONN) is detached first. */
 static int prepare_mount(const char *dir)
 {
 	struct stat st;
@@ -122,9 +156,7 @@ static int prepare_mount(const char *dir)
 		if (umount2(dir, MNT_DETACH) < 0)
 			return -errno;
 	}
-	if (mkdir(dir, 0755) < 0 && errno != EEXIST)
-		return -errno;
-	return 0;
+	return make_dirs(dir);
 }
 
 /* Become the domain: one claim for all its disks.  A claim held by
@@ -137,6 +169,11 @@ static int claim(unsigned int domid, const struct xbdfront_opts *o,
 	enum xbd_platform_kind kind;
 	int rc = xbdfront_domain_open(domid, o, out);
 
+	if (rc == -EPERM && o->platform && !strcmp(o->platform, "xen")) {
+		log_err("domain %u: on Xen a frontend can only be the domain it runs in "
+			"(leave --domain out)", domid);
+		return rc;
+	}
 	if (rc != -EBUSY) {
 		if (rc)
 			log_err("domain %u: cannot claim it: %s", domid, strerror(-rc));
@@ -149,6 +186,24 @@ static int claim(unsigned int domid, const struct xbdfront_opts *o,
 	log_err("domain %u is already claimed by process %d (another xbd-blkfront or "
 		"fio engine is this guest)", domid, (int)info.claimed_by);
 	return rc;
+}
+
+/*
+ * --platform as a kind; auto is resolved here for a frontend: xen when the
+ * devices a frontend uses exist (gntalloc, not the backend's gntdev, which
+ * a domU rarely loads), so that a domU does not fall back to local.
+ */
+static int platform_kind(const char *name, enum xbd_platform_kind *kind)
+{
+	int rc = xbd_platform_kind_parse(name ? name : "auto", kind);
+
+	if (rc) {
+		log_err("--platform %s: not auto, local or xen", name);
+		return rc;
+	}
+	if (*kind == XBD_PLATFORM_AUTO)
+		*kind = xbd_platform_kind_detect(BLKFRONT_GNTALLOC_PATH, XBD_XEN_EVTCHN_PATH);
+	return 0;
 }
 
 int main(int argc, char **argv)
@@ -175,11 +230,19 @@ int main(int argc, char **argv)
 		fputs(usage, rc > 0 ? stdout : stderr);
 		return rc > 0 ? 0 : 2;
 	}
-	rc = xbd_platform_kind_parse(a.opts.platform ? a.opts.platform : "auto", &kind);
-	rc = rc ? rc : xbd_platform_open(kind, a.opts.rundir, &plat);
+	rc = platform_kind(a.opts.platform, &kind);
+	if (rc)
+		goto out;
+	if (!a.domain && kind != XBD_PLATFORM_XEN) {
+		fputs(usage, stderr);           /* only on Xen is the domain implied */
+		return 2;
+	}
+	/* everything below (the library, the watcher) sees the resolved kind */
+	a.opts.platform = xbd_platform_kind_name(kind);
+	rc = xbd_platform_open(kind, a.opts.rundir, &plat);
 	rc = rc ? rc : guest_resolve_domain(plat, a.domain, &domid);
 	if (rc) {
-		log_err("domain %s: %s", a.domain, strerror(-rc));
+		log_err("domain %s: %s", a.domain ? a.domain : "(this one)", strerror(-rc));
 		goto out;
 	}
 	if (!a.mount) {

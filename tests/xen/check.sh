@@ -26,6 +26,15 @@ grep -a 'XBDXEN-R domu .*XBDXEN-DOMR-IO dd[12] \(read\|write\) bytes=' "$XBD_XEN
 	tr -d '\r' | awk '{ split($NF, s, "="); split($(NF-1), b, "=");
 		printf "check-xen: xbd frontend %-5s %.0f MiB in %s s (%.1f MiB/s)\n",
 		       $(NF-2), b[2] / 1048576, s[2], (s[2] > 0 ? b[2] / 1048576 / s[2] : 0) }' || true
+# and xbd-blkfront, the FUSE daemon, in that domU: O_DIRECT dd through
+# its files (busybox dd, 1 MiB blocks)
+mb=$(grep -a 'XBDXEN-R image-mb ' "$XBD_XEN_OUT/run/serial.log" | tr -d '\r' | awk '{ print $NF }')
+grep -a 'XBDXEN-R domu .*XBDXEN-DOMR f-\(read-d\|write\|read-c\) rc=0 secs=' "$XBD_XEN_OUT/run/serial.log" |
+	tr -d '\r' | awk -v mb="${mb:-0}" '{ for (i = 1; i <= NF; i++) {
+			if ($i ~ /^f-/ && !op) op = $i
+			if ($i ~ /^secs=/) s = substr($i, 6) }
+		printf "check-xen: xbd-blkfront %-9s %d MiB in %s s (%.1f MiB/s)\n",
+		       op, mb, s, (s > 0 ? mb / s : 0); op = "" }' || true
 XBD_XEN_RUN=$XBD_XEN_OUT/run /usr/bin/python3 -m pytest -p no:cacheprovider -q "$DIR" || rc=1
 echo "check-xen: total $(took "$t0") s"
 exit $rc

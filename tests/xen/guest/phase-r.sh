@@ -4,20 +4,25 @@
 # `xl block-attach` (phy, a loop device made by guest/loop-hotplug, as in
 # phase K).  dom0 samples the backend's states and statistics while the
 # domU works, keeps the negotiated xenstore nodes, checks its file's md5,
-# then detaches while the domU's last connection is still open.  Output: XBDXEN-R <label> | - | <value> lines; the
-# domU's own lines come as "XBDXEN-R domu | - | XBDXEN-DOMR...".
+# then detaches while the domU's last connection is still open.  Then
+# r_fuse: the domU runs xbd-blkfront (guest/domr-fuse) and dom0 attaches
+# two disks to it, samples kernel blkback between the domU's steps and
+# detaches one under a reader.  Output: XBDXEN-R <label> | - | <value>
+# lines; the domU's own lines come as "XBDXEN-R domu | - | XBDXEN-DOMR...".
 RDOM=xbdr
 # the disk's size in MiB: smaller than phase K's, since xbd's frontend
 # runs its dd-like steps, a verify and a second full read under TCG
 R_MB=${R_MB:-8}
 
-# r_sample DOMID: SAMPLE = the frontend and backend states and the kernel
-# blkback's statistics (reset by blkback at every connection).  One fork:
+# r_sample DOMID [DEVID]: SAMPLE = the frontend and backend states and the
+# kernel blkback's statistics (reset by blkback at every connection) of
+# the vbd DEVID (default 51728, xvdb).  One fork:
 # under TCG the sampler must not starve the domU it watches.
 r_sample() {
-	local st=/sys/bus/xen-backend/devices/vbd-$1-51728/statistics f v fe="" be=""
-	{ read -r fe; read -r be; } < <(xenstore-read /local/domain/$1/device/vbd/51728/state \
-		backend/vbd/$1/51728/state 2>/dev/null)
+	local dev=${2:-51728}
+	local st=/sys/bus/xen-backend/devices/vbd-$1-$dev/statistics f v fe="" be=""
+	{ read -r fe; read -r be; } < <(xenstore-read /local/domain/$1/device/vbd/$dev/state \
+		backend/vbd/$1/$dev/state 2>/dev/null)
 	SAMPLE="fe=$fe be=$be "
 	for f in rd_req wr_req f_req ds_req oo_req; do
 		[ -r $st/$f ] && read -r v < $st/$f && SAMPLE+="$f=$v "
@@ -92,12 +97,85 @@ phase_r() {
 	echo "XBDXEN-R file-md5 | - | $(md5sum < /srv/r.img | cut -d' ' -f1)"
 	# the domU's frontend is still connected: it must let go on its own
 	timed R-detach timeout 180 xl block-detach $RDOM xvdb
-	wait_for $log XBDXEN-DOMR-DONE 300 || echo "XBDXEN-R domu | - | timeout"
+	wait_for $log "XBDXEN-DOMR fe-state" 300 || echo "XBDXEN-R domu | - | timeout"
 	kill $sampler 2>/dev/null
 	wait $sampler 2>/dev/null
-	grep -a XBDXEN-DOMR $log | tr -d '\r' | sed 's/^/XBDXEN-R domu | - | /'
+	r_gone "$rid"
 	echo "XBDXEN-R nodes-after-detach | - | $(xenstore-ls /local/domain/0/backend/vbd/$rid 2>&1 | tr '\n' ' ')"
 	echo "XBDXEN-R loops-after-detach | - | '$(losetup -a)'"
+	r_fuse "$rid" "$log"
+	wait_for $log XBDXEN-DOMR-DONE 300 || echo "XBDXEN-R domu | - | timeout"
+	grep -a XBDXEN-DOMR $log | tr -d '\r' | sed 's/^/XBDXEN-R domu | - | /'
 	timed R-destroy timeout 180 xl destroy $RDOM
-	rm -f /srv/r.img
+	rm -f /srv/r.img /srv/c.img /srv/d.img
+}
+
+# r_gone DOMID: wait (bounded) until libxl removed the domain's backend
+# directory and the hotplug script its loop devices (60 s at most: under
+# load every fork of the loop takes seconds)
+r_gone() {
+	local end=$((SECONDS + 60))
+	while [ $SECONDS -lt $end ]; do
+		xenstore-ls /local/domain/0/backend/vbd/$1 > /dev/null 2>&1 ||
+			[ -n "$(losetup -a)" ] || break
+		sleep 0.5
+	done
+}
+
+# r_step DOMID LOG NAME [CMD...]: wait for the domU's "step=NAME", run CMD,
+# print kernel blkback's states and counters of xvdc as "XBDXEN-R NAME",
+# then ack in the domU's data/xbd-ack.  The domU goes on after a timeout
+# of its own, so a failed step never blocks the rest.
+r_step() {
+	local rid=$1 log=$2 name=$3
+	shift 3
+	if ! wait_for $log "XBDXEN-DOMR step=$name" 300; then
+		echo "XBDXEN-R $name | - | timeout"
+		return 1
+	fi
+	"$@"
+	r_sample "$rid" 51744
+	echo "XBDXEN-R $name | - | $SAMPLE"
+	xenstore-write /local/domain/$rid/data/xbd-ack "$name"
+}
+
+r_attach() { # VDEV IMAGE: attach through loop-hotplug, as phase K
+	local t0=$EPOCHREALTIME rc
+	timeout 240 xl -vvv block-attach $RDOM \
+		"format=raw,vdev=$1,access=rw,script=/xbd/loop-hotplug,target=$2" \
+		> $LOGS/R-f-attach-$1.log 2>&1
+	rc=$?
+	echo "XBDXEN-TIME R-f-attach-$1 secs=$(secs "$t0" "$EPOCHREALTIME") rc=$rc"
+}
+
+r_md5() { # LABEL: the md5s of c.img (xvdc), whole and of its second MiB
+	echo "XBDXEN-R $1 | - | md5=$(md5sum < /srv/c.img | cut -d' ' -f1)" \
+		"mib1=$(dd if=/srv/c.img bs=1M skip=1 count=1 2>/dev/null | md5sum | cut -d' ' -f1)"
+}
+
+# r_fuse DOMID LOG: dom0's side of the domU's xbd-blkfront steps
+# (guest/domr-fuse): xvdc (c.img) for writes, xvdd (d.img) read and
+# detached under a reader
+r_fuse() {
+	local rid=$1 log=$2 end
+	dd if=/dev/urandom of=/srv/c.img bs=1M count=$R_MB 2>/dev/null
+	dd if=/dev/urandom of=/srv/d.img bs=1M count=$R_MB 2>/dev/null
+	echo "XBDXEN-R f-image-md5 | - | $(md5sum < /srv/d.img | cut -d' ' -f1)"
+	r_step "$rid" "$log" f-mounted eval 'r_attach xvdc /srv/c.img; r_attach xvdd /srv/d.img' || return 1
+	r_step "$rid" "$log" f-ready
+	r_step "$rid" "$log" f-written
+	r_step "$rid" "$log" f-synced r_md5 f-synced-file
+	r_step "$rid" "$log" f-punched r_md5 f-punched-file
+	r_step "$rid" "$log" f-detach-d timed R-f-detach-xvdd timeout 180 xl block-detach $RDOM xvdd
+	end=$((SECONDS + 60))
+	while [ $SECONDS -lt $end ]; do
+		xenstore-ls /local/domain/0/backend/vbd/$rid/51760 > /dev/null 2>&1 || break
+		sleep 0.5
+	done
+	echo "XBDXEN-R f-xvdd-after-detach | - | $(xenstore-ls /local/domain/0/backend/vbd/$rid/51760 2>&1 | tr '\n' ' ')"
+	r_step "$rid" "$log" f-stopped
+	timed R-f-detach-xvdc timeout 180 xl block-detach $RDOM xvdc
+	r_gone "$rid"
+	echo "XBDXEN-R f-nodes-after-detach | - | $(xenstore-ls /local/domain/0/backend/vbd/$rid 2>&1 | tr '\n' ' ')"
+	echo "XBDXEN-R f-loops-after-detach | - | '$(losetup -a)'"
 }
