@@ -6,6 +6,8 @@
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/eventfd.h>
 #include <sys/mman.h>
@@ -277,4 +279,20 @@ void be_stop(struct be *b)
 		xbd_evtchn_unbind(b->ev, (xbd_evtchn_port_t)b->q[i].port);
 		xbd_gnttab_unmap(b->gt, b->q[i].ring, 1u << b->q[i].order);
 	}
+}
+
+void fe_fx_close(struct fe_fx *f)
+{
+	char cmd[96];
+
+	be_stop(&f->b);
+	xbdfront_close(f->dev);
+	xbd_evtchn_close(f->b.ev);
+	xbd_gnttab_close(f->b.gt);
+	free(f->b.disk);
+	xbd_domain_release(f->dom);
+	assert_int_equal(xbd_domain_destroy(f->p, f->b.guest, true), 0);
+	xbd_platform_close(f->p);
+	snprintf(cmd, sizeof(cmd), "rm -rf %s", f->rundir);
+	assert_int_equal(system(cmd), 0);
 }

@@ -17,6 +17,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 
+#include "frontend/device.h"
 #include "frontend/ring.h"
 #include "platform/platform.h"
 
@@ -61,5 +62,20 @@ void be_start(struct be *b);
 void be_halt(struct be *b);
 /* Halt and let go of every ring and port: a backend that died. */
 void be_stop(struct be *b);
+
+/* A frontend device on the local platform served by the fake backend:
+ * the fixture of the frontend's queue tests. */
+struct fe_fx {
+	char rundir[64];
+	struct xbd_platform *p;
+	struct xbd_domain *dom;
+	struct xbdfront_dev *dev;
+	struct be b;
+	struct fe_limits lim;
+};
+
+/* Stop the backend, close the device, destroy the domain and the run
+ * directory. */
+void fe_fx_close(struct fe_fx *f);
 
 #endif

@@ -25,16 +25,7 @@
 
 #define GUEST 1
 
-struct fx {
-	char rundir[64];
-	struct xbd_platform *p;
-	struct xbd_domain *dom;
-	struct xbdfront_dev *dev;
-	struct be b;
-	struct fe_limits lim;
-};
-
-static void attach_all(struct fx *f)
+static void attach_all(struct fe_fx *f)
 {
 	struct fe_queue *q = fe_dev_queue(f->dev, 0);
 	xbd_grant_ref_t refs[32];
@@ -44,7 +35,7 @@ static void attach_all(struct fx *f)
 }
 
 /* One queue of ring order `order` (32 << order entries), connected. */
-static void open_fx(struct fx *f, unsigned int order)
+static void open_fx(struct fe_fx *f, unsigned int order)
 {
 	struct fe_dev_params par = { .backend = 0, .nqueues = 1, .order = order,
 				     .abi = FE_ABI_X86_64, .persistent = true,
@@ -69,23 +60,7 @@ static void open_fx(struct fx *f, unsigned int order)
 	assert_int_equal(fe_dev_connect(f->dev, &f->lim, 4096), 0);
 }
 
-static void close_fx(struct fx *f)
-{
-	char cmd[96];
-
-	be_stop(&f->b);
-	xbdfront_close(f->dev);
-	xbd_evtchn_close(f->b.ev);
-	xbd_gnttab_close(f->b.gt);
-	free(f->b.disk);
-	xbd_domain_release(f->dom);
-	assert_int_equal(xbd_domain_destroy(f->p, GUEST, true), 0);
-	xbd_platform_close(f->p);
-	snprintf(cmd, sizeof(cmd), "rm -rf %s", f->rundir);
-	assert_int_equal(system(cmd), 0);
-}
-
-static struct fe_queue_stats stats(struct fx *f)
+static struct fe_queue_stats stats(struct fe_fx *f)
 {
 	struct fe_queue_stats st;
 
@@ -95,7 +70,7 @@ static struct fe_queue_stats stats(struct fx *f)
 
 /* Submit n completion-queue I/Os of len bytes (reads, or writes of
  * bufs) at distinct offsets. */
-static void submit_n(struct fx *f, unsigned int n, size_t len, unsigned char *buf, bool write)
+static void submit_n(struct fe_fx *f, unsigned int n, size_t len, unsigned char *buf, bool write)
 {
 	for (unsigned int i = 0; i < n; i++) {
 		struct iovec v = { buf + (size_t)i * len, len };
@@ -107,7 +82,7 @@ static void submit_n(struct fx *f, unsigned int n, size_t len, unsigned char *bu
 }
 
 /* Drive the queue until n completions were reaped, all successful. */
-static void reap_n(struct fx *f, unsigned int n)
+static void reap_n(struct fe_fx *f, unsigned int n)
 {
 	struct xbdfront_cqe c[64];
 	unsigned int got = 0, k;
@@ -132,7 +107,7 @@ static void test_reuse(void **state)
 {
 	static unsigned char buf[16 * 4096];
 	struct fe_queue_stats st;
-	struct fx f;
+	struct fe_fx f;
 
 	(void)state;
 	open_fx(&f, 0);
@@ -156,7 +131,7 @@ static void test_reuse(void **state)
 		v4[i] = (struct iovec){ buf + i * 16384, 16384 };
 	assert_int_equal(xbdfront_preadv(f.dev, v4, 4, 0), 65536);
 	assert_int_equal(stats(&f).io_allocs, 8);
-	close_fx(&f);
+	fe_fx_close(&f);
 }
 
 /* Beyond the free list: more I/Os than the ring holds each get a
@@ -168,7 +143,7 @@ static void test_bound(void **state)
 	static unsigned char buf[N * 4096];
 	static unsigned char big[256 * 1024];
 	struct fe_queue_stats st;
-	struct fx f;
+	struct fe_fx f;
 
 	(void)state;
 	open_fx(&f, 0);                 /* 32 entries */
@@ -188,14 +163,14 @@ static void test_bound(void **state)
 	assert_int_equal(st.io_allocs, N + (N - 32) + 3);
 	assert_int_equal(st.io_cached, 32);
 	assert_int_equal(st.pool.in_use, 0);
-	close_fx(&f);
+	fe_fx_close(&f);
 }
 
 /* A reset to a smaller ring trims the free list to the new ring's size. */
 static void test_reset_trims(void **state)
 {
 	static unsigned char buf[64 * 4096];
-	struct fx f;
+	struct fe_fx f;
 
 	(void)state;
 	open_fx(&f, 1);                 /* 64 entries */
@@ -212,7 +187,7 @@ static void test_reset_trims(void **state)
 	reap_n(&f, 40);
 	assert_int_equal(stats(&f).io_allocs, 64 + 8);
 	assert_int_equal(stats(&f).io_cached, 32);
-	close_fx(&f);
+	fe_fx_close(&f);
 }
 
 static void count_cb(void *arg, int status)
@@ -232,7 +207,7 @@ static void test_teardown_in_flight(void **state)
 	static unsigned char big[128 * 1024];
 	struct iovec v = { big, sizeof(big) };
 	int cbs = 0;
-	struct fx f;
+	struct fe_fx f;
 
 	(void)state;
 	open_fx(&f, 0);
@@ -254,7 +229,7 @@ static void test_teardown_in_flight(void **state)
 	xbdfront_close(f.dev);          /* fails all with -ENODEV, reaps, frees */
 	f.dev = NULL;
 	assert_int_equal(cbs, 6);
-	close_fx(&f);
+	fe_fx_close(&f);
 }
 
 int main(void)

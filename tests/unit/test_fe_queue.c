@@ -41,16 +41,7 @@ static void be_attach(struct be *b, struct xbdfront_dev *dev)
 
 /* ---- fixture ----------------------------------------------------------------- */
 
-struct fx {
-	char rundir[64];
-	struct xbd_platform *p;
-	struct xbd_domain *dom;
-	struct xbdfront_dev *dev;
-	struct be b;
-	struct fe_limits lim;
-};
-
-static void fx_open(struct fx *f, unsigned int nq, unsigned int order, enum fe_abi abi,
+static void fx_open(struct fe_fx *f, unsigned int nq, unsigned int order, enum fe_abi abi,
 		    bool persistent, unsigned int max_ind)
 {
 	struct fe_dev_params par = { .backend = 0, .nqueues = nq, .order = order, .abi = abi,
@@ -81,21 +72,6 @@ static void fx_open(struct fx *f, unsigned int nq, unsigned int order, enum fe_a
 	assert_int_equal(fe_dev_connect(f->dev, &f->lim, 4096), 0);
 }
 
-static void fx_close(struct fx *f)
-{
-	be_stop(&f->b);
-	xbdfront_close(f->dev);
-	xbd_evtchn_close(f->b.ev);
-	xbd_gnttab_close(f->b.gt);
-	free(f->b.disk);
-	xbd_domain_release(f->dom);
-	assert_int_equal(xbd_domain_destroy(f->p, GUEST, true), 0);
-	xbd_platform_close(f->p);
-	char cmd[96];
-	snprintf(cmd, sizeof(cmd), "rm -rf %s", f->rundir);
-	assert_int_equal(system(cmd), 0);
-}
-
 static void fill(unsigned char *buf, size_t len, unsigned int seed)
 {
 	for (size_t i = 0; i < len; i++)
@@ -120,7 +96,7 @@ static void test_data_matrix(void **state)
 	(void)state;
 	srandom(42);
 	for (size_t c = 0; c < sizeof(m) / sizeof(m[0]); c++) {
-		struct fx f;
+		struct fe_fx f;
 
 		print_message("matrix %zu\n", c);
 		fx_open(&f, m[c].nq, m[c].order, m[c].abi, m[c].pers, m[c].ind);
@@ -151,7 +127,7 @@ static void test_data_matrix(void **state)
 			if (!m[c].pers)   /* every grant revoked after use */
 				assert_int_equal(st.pool.granted, 0);
 		}
-		fx_close(&f);
+		fe_fx_close(&f);
 	}
 	free(wbuf);
 	free(rbuf);
@@ -160,7 +136,7 @@ static void test_data_matrix(void **state)
 /* Scatter-gather with odd-sized iovec pieces that straddle pages. */
 static void test_scatter_gather(void **state)
 {
-	struct fx f;
+	struct fe_fx f;
 	unsigned char *src = malloc(64 * 1024), *dst = malloc(64 * 1024);
 	size_t cuts[] = { 100, 5000, 3, 20000, 41 };
 	struct iovec wv[6], rv[6];
@@ -188,14 +164,14 @@ static void test_scatter_gather(void **state)
 	assert_int_equal(xbdfront_pwrite(f.dev, src, 512, 100), -EINVAL);
 	assert_int_equal(xbdfront_pread(f.dev, dst, 4096, DISK_BYTES), -EINVAL);
 	assert_int_equal(xbdfront_pread(f.dev, dst, 8u << 20, 0), -E2BIG);
-	fx_close(&f);
+	fe_fx_close(&f);
 	free(src);
 	free(dst);
 }
 
 static void test_flush_discard(void **state)
 {
-	struct fx f;
+	struct fe_fx f;
 	unsigned char buf[8192];
 
 	(void)state;
@@ -213,7 +189,7 @@ static void test_flush_discard(void **state)
 	assert_int_equal(f.b.flushes, 1);
 	assert_int_equal(f.b.discards, 2);
 	assert_int_equal(f.b.secure, 1);
-	fx_close(&f);
+	fe_fx_close(&f);
 }
 
 /* Completion-queue mode driven by the queue fd, with many I/Os in flight
@@ -221,7 +197,7 @@ static void test_flush_discard(void **state)
 static void test_completion_queue(void **state)
 {
 	enum { N = 200 };
-	struct fx f;
+	struct fe_fx f;
 	static unsigned char bufs[N][4096];
 	bool seen[N] = { 0 };
 	unsigned int got = 0;
@@ -253,7 +229,7 @@ static void test_completion_queue(void **state)
 	}
 	for (unsigned int i = 0; i < N; i++)
 		assert_memory_equal(f.b.disk + i * 4096ull, bufs[i], 4096);
-	fx_close(&f);
+	fe_fx_close(&f);
 }
 
 /* fio's queue/commit: deferred submissions stay unpublished (the shared
@@ -263,7 +239,7 @@ static void test_completion_queue(void **state)
 static void test_deferred_commit(void **state)
 {
 	enum { N = 8 };
-	struct fx f;
+	struct fe_fx f;
 	static unsigned char bufs[N][4096];
 	const struct xbd_blkif_sring_hdr *h;
 	struct fe_queue_stats st;
@@ -315,7 +291,7 @@ static void test_deferred_commit(void **state)
 	assert_false(fe_queue_rsp_waiting(q));
 	for (unsigned int i = 0; i < N; i++)
 		assert_memory_equal(f.b.disk + i * 4096ull, bufs[i], 4096);
-	fx_close(&f);
+	fe_fx_close(&f);
 }
 
 struct cb_log {
@@ -342,7 +318,7 @@ static void test_hostile_backend(void **state)
 
 	(void)state;
 	for (size_t c = 0; c < sizeof(cases) / sizeof(cases[0]); c++) {
-		struct fx f;
+		struct fe_fx f;
 		unsigned char buf[4096], pattern[4096];
 		struct xbdfront_info info;
 		struct cb_log log = { 0 };
@@ -375,7 +351,7 @@ static void test_hostile_backend(void **state)
 		assert_int_equal(xbdfront_submit(f.dev, 1, XBDFRONT_READ, 0, 4096, &v, 1,
 						 log_cb, &log), -EIO);
 		assert_int_equal(xbdfront_process(f.dev, 1), -EIO);
-		fx_close(&f);
+		fe_fx_close(&f);
 	}
 }
 
@@ -384,7 +360,7 @@ static void test_hostile_backend(void **state)
 static void test_recovery(void **state)
 {
 	enum { N = 40 };
-	struct fx f;
+	struct fe_fx f;
 	static unsigned char bufs[N][8192];
 	struct cb_log logs[N];
 
@@ -425,13 +401,13 @@ static void test_recovery(void **state)
 		assert_int_equal(logs[i].status[0], 0);
 		assert_memory_equal(f.b.disk + i * 8192ull, bufs[i], 8192);
 	}
-	fx_close(&f);
+	fe_fx_close(&f);
 }
 
 /* Closing with I/O pending completes it with -ENODEV. */
 static void test_close_pending(void **state)
 {
-	struct fx f;
+	struct fe_fx f;
 	unsigned char buf[4096];
 	struct cb_log log = { 0 };
 	struct iovec v = { buf, 4096 };
@@ -445,14 +421,14 @@ static void test_close_pending(void **state)
 	f.dev = NULL;
 	assert_int_equal(log.n, 1);
 	assert_int_equal(log.status[0], -ENODEV);
-	fx_close(&f);
+	fe_fx_close(&f);
 }
 
 /* Buffers from xbdfront_buf_alloc go to the backend as they are: no pool
  * page is granted for them; anything else still bounces. */
 static void test_zero_copy(void **state)
 {
-	struct fx f;
+	struct fe_fx f;
 	struct fe_queue_stats st;
 	unsigned char *buf, *plain = malloc(65536);
 	struct iovec v[2];
@@ -489,7 +465,7 @@ static void test_zero_copy(void **state)
 	assert_non_null(xbdfront_buf_alloc(f.dev, 4096));   /* freed at close */
 	assert_null(xbdfront_buf_alloc(f.dev, 0));
 	assert_int_equal(errno, EINVAL);
-	fx_close(&f);
+	fe_fx_close(&f);
 	free(plain);
 }
 
@@ -526,7 +502,7 @@ static void test_threads(void **state)
 	enum { T = 6 };
 	struct worker w[T];
 	pthread_t th[T];
-	struct fx f;
+	struct fe_fx f;
 
 	(void)state;
 	fx_open(&f, 2, 1, FE_ABI_X86_64, true, 32);
@@ -545,7 +521,7 @@ static void test_threads(void **state)
 		assert_int_equal(st.errors, 0);
 		assert_int_equal(st.pool.in_use, 0);
 	}
-	fx_close(&f);
+	fe_fx_close(&f);
 }
 
 int main(void)
