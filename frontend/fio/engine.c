@@ -611,6 +611,7 @@ static void route(struct job *self, struct io_u *u, int status)
 	struct job *owner = u->engine_data;
 	uint64_t one = 1;
 	struct io_u **d;
+	bool wake;
 
 	u->error = status < 0 ? (unsigned int)-status : 0;
 	u->resid = u->error ? u->xfer_buflen : 0;
@@ -623,9 +624,13 @@ static void route(struct job *self, struct io_u *u, int status)
 		owner->done = d;
 		owner->done_cap = owner->done_cap * 2 + 64;
 	}
+	/* One wake-up per batch: the owner sleeps only after its reap() left
+	 * done[] empty, so only the first completion added after that needs to
+	 * wake it; later ones are taken by the same reap. */
+	wake = owner != self && owner->ndone == 0;
 	owner->done[owner->ndone++] = u;
 	pthread_mutex_unlock(&owner->done_lock);
-	if (owner != self && write(owner->wake_fd, &one, sizeof(one)) < 0)
+	if (wake && write(owner->wake_fd, &one, sizeof(one)) < 0)
 		abort();                /* an eventfd below its maximum cannot fail */
 }
 
