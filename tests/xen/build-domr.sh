@@ -15,14 +15,7 @@ R=$(mktemp -d "${TMPDIR:-/tmp}/xbd-domr.XXXXXX")
 trap 'rm -rf "$R"' EXIT
 
 copy() { # FILE DEST: FILE at DEST under the root, and what ldd names for it
-	local lib
-	mkdir -p "$R$(dirname "$2")"
-	cp -L "$1" "$R$2"
-	for lib in $(ldd "$1" 2>/dev/null | grep -o '/[^ ]*' || true); do
-		[ -e "$R$lib" ] && continue
-		mkdir -p "$R$(dirname "$lib")"
-		cp -L "$lib" "$R$lib"
-	done
+	copy_with_libs "$R" "$1" "$2"
 }
 
 mkdir -p "$R"/{bin,sbin,usr/bin,usr/sbin,proc,sys,dev,tmp,lib/modules,opt/xbd/bin}

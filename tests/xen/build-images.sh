@@ -28,18 +28,11 @@ mv "$XEN_ELF.tmp" "$XEN_ELF"
 # add_file ROOT FILE...: copy each file to the same path under ROOT, with
 # every shared library ldd names for it.
 add_file() {
-	local root=$1 f lib
+	local root=$1 f
 	shift
 	for f in "$@"; do
 		[ -e "$f" ] || die "missing $f"
-		mkdir -p "$root$(dirname "$f")"
-		rm -f "$root$f"
-		cp -L "$f" "$root$f"
-		for lib in $(ldd "$f" 2>/dev/null | grep -o '/[^ ]*' || true); do
-			[ -e "$root$lib" ] && continue
-			mkdir -p "$root$(dirname "$lib")"
-			cp -L "$lib" "$root$lib"
-		done
+		copy_with_libs "$root" "$f" "$f"
 	done
 }
 

@@ -18,3 +18,17 @@ DOMU_INITRD=$XBD_XEN_OUT/domu-initrd.cpio.gz
 
 log() { echo "[xbd-xen $(date +%T)] $*" >&2; }
 die() { log "ERROR: $*"; exit 1; }
+
+# copy_with_libs ROOT FILE DEST: FILE at DEST under ROOT, with every shared
+# library ldd names for it (at its own path; ones already there are kept).
+copy_with_libs() {
+	local root=$1 f=$2 dest=$3 lib
+	mkdir -p "$root$(dirname "$dest")"
+	rm -f "$root$dest"
+	cp -L "$f" "$root$dest"
+	for lib in $(ldd "$f" 2>/dev/null | grep -o '/[^ ]*' || true); do
+		[ -e "$root$lib" ] && continue
+		mkdir -p "$root$(dirname "$lib")"
+		cp -L "$lib" "$root$lib"
+	done
+}
