@@ -7,8 +7,9 @@
  * of the ring.  We do not use the ring.h macros to read
  * requests: RING_GET_REQUEST hands out a pointer into the shared page,
  * which invites reading a field twice.  Instead a slot is copied once, a
- * 32-bit volatile load per word, into private memory, and decoded from
- * there.
+ * 32-bit volatile load per word (lib/blkif.h xbd_blkif_copy_once, which
+ * the frontend uses for responses), into private memory, and decoded
+ * from there.
  *
  * Barriers are spelled out with __atomic fences next to the index they
  * order (the xen_rmb/xen_wmb/xen_mb of ring.h).
@@ -73,17 +74,6 @@ unsigned int ring_nr_ents(enum ring_abi abi, unsigned int order)
 static struct xbd_blkif_sring_hdr *hdr(const struct be_ring *r)
 {
 	return r->sring;
-}
-
-/* Copy words 32-bit words from shared memory, each read exactly once. */
-static void copy_once(uint32_t *dst, const void *src, size_t words)
-{
-	const volatile uint32_t *s = src;
-
-	/* Unrolled: a 112-byte slot costs 56 instructions, not 168. */
-#pragma GCC unroll 4
-	for (size_t i = 0; i < words; i++)
-		dst[i] = s[i];
 }
 
 /* Ring entry idx; a response sits at the start of its entry, requests
@@ -217,11 +207,11 @@ void ring_fetch_req(const struct be_ring *r, RING_IDX idx, struct ring_req *out)
 	 * x86_64 offsets: its first word (op, nr_segments/flag/indirect_op,
 	 * handle or nr_segments) stays, the rest moves up by the pad word. */
 	if (r->abi == RING_ABI_X86_32) {
-		copy_once(&c.w[0], slot, 1);
+		xbd_blkif_copy_once(&c.w[0], slot, 1);
 		c.w[1] = 0;
-		copy_once(&c.w[2], slot + 4, X32_REQ_SIZE / 4 - 1);
+		xbd_blkif_copy_once(&c.w[2], slot + 4, X32_REQ_SIZE / 4 - 1);
 	} else {
-		copy_once(c.w, slot, X64_REQ_SIZE / 4);
+		xbd_blkif_copy_once(c.w, slot, X64_REQ_SIZE / 4);
 	}
 	memset(out, 0, sizeof(*out));
 	decode(&c, out);
@@ -235,7 +225,7 @@ void ring_fetch_indirect_segs(void *const *pages, unsigned int n,
 				 n : RING_SEGS_PER_INDIRECT_PAGE;
 
 		static_assert(sizeof(*out) == 8, "two words per segment");
-		copy_once((uint32_t *)(void *)(out + (size_t)p * RING_SEGS_PER_INDIRECT_PAGE),
+		xbd_blkif_copy_once((uint32_t *)(void *)(out + (size_t)p * RING_SEGS_PER_INDIRECT_PAGE),
 			  pages[p], (size_t)k * 2);
 		n -= k;
 	}

@@ -26,6 +26,7 @@
 #include <cmocka.h>
 
 #include "backend/ring.h"
+#include "tests/unit/slot_trap.h"
 
 struct layout {
 	size_t req, rsp;        /* slot sizes */
@@ -434,70 +435,7 @@ static void test_rsp_layout(void **state)
 	}
 }
 
-/* ---- The slot that changes between reads -------------------------------- */
-
-static struct {
-	uint8_t *page;
-	uint8_t *slot;
-	size_t len;
-	unsigned int reads[28];
-	unsigned int outside;
-} trap;
-
-static void on_segv(int sig, siginfo_t *si, void *ctx)
-{
-	ucontext_t *uc = ctx;
-	uint8_t *a = si->si_addr;
-
-	(void)sig;
-	if (a < trap.page || a >= trap.page + 4096) {
-		signal(SIGSEGV, SIG_DFL);   /* a real crash: let it happen */
-		return;
-	}
-	if (a >= trap.slot && a < trap.slot + trap.len)
-		trap.reads[(a - trap.slot) / 4]++;
-	else
-		trap.outside++;
-	mprotect(trap.page, 4096, PROT_READ | PROT_WRITE);
-	uc->uc_mcontext.gregs[REG_EFL] |= 0x100;        /* single-step it */
-}
-
-static void on_step(int sig, siginfo_t *si, void *ctx)
-{
-	ucontext_t *uc = ctx;
-	uint32_t *w = (uint32_t *)(void *)trap.slot;
-
-	(void)sig; (void)si;
-	uc->uc_mcontext.gregs[REG_EFL] &= ~0x100;
-	/* The frontend rewrites every word that has been read already. */
-	for (size_t i = 0; i < trap.len / 4; i++)
-		if (trap.reads[i])
-			w[i] ^= 0x5a5a5a5au + (uint32_t)i;
-	mprotect(trap.page, 4096, PROT_NONE);
-}
-
-static void arm_trap(uint8_t *page, uint8_t *slot, size_t len)
-{
-	struct sigaction sa = { .sa_flags = SA_SIGINFO };
-
-	memset(&trap, 0, sizeof(trap));
-	trap.page = page;
-	trap.slot = slot;
-	trap.len = len;
-	sigemptyset(&sa.sa_mask);
-	sa.sa_sigaction = on_segv;
-	assert_int_equal(sigaction(SIGSEGV, &sa, NULL), 0);
-	sa.sa_sigaction = on_step;
-	assert_int_equal(sigaction(SIGTRAP, &sa, NULL), 0);
-	assert_int_equal(mprotect(page, 4096, PROT_NONE), 0);
-}
-
-static void disarm_trap(void)
-{
-	assert_int_equal(mprotect(trap.page, 4096, PROT_READ | PROT_WRITE), 0);
-	signal(SIGSEGV, SIG_DFL);
-	signal(SIGTRAP, SIG_DFL);
-}
+/* ---- The slot that changes between reads (tests/unit/slot_trap.h) ------ */
 
 /* A deliberately bad fetch: reads the first word twice. */
 static __attribute__((noinline)) uint32_t double_read(const void *slot)
