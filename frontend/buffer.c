@@ -1,146 +1,182 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * Zero-copy buffers (xbdfront_buf_alloc): areas of the guest's memory
- * granted to the backend for the device's whole life, handed to the
- * application.  An I/O whose iovec lies in them is described by fragments
- * of their grants and needs no bounce copy.
- *
- * Lifetimes: an area is shared by xbdfront_buf_alloc and unshared by
- * xbdfront_buf_free or, at close, fe_dev_bufs_destroy.  The registry and
- * its sharing handle are protected by dev->buf_lock; lookups copy the
- * grant references out under it, so a later free cannot race with them
- * (freeing a buffer with I/O pending is the caller's error, documented).
+ * Zero-copy buffers (xbdfront_buf_alloc): see buffer.h for the lock-free
+ * lookup.  Lifetimes: an area is shared by fe_bufs_alloc and unshared by
+ * fe_bufs_free or, at close, fe_bufs_destroy; a slot's grant array is
+ * allocated by the first alloc that needs that size in the slot and freed
+ * by fe_bufs_destroy.
  */
 #include <errno.h>
 #include <stdlib.h>
 
-#include "frontend/device.h"
+#include "frontend/buffer.h"
 
-struct fe_buf {
-	char *addr;
-	unsigned int npages;
-	struct fe_buf *next;
-	xbd_grant_ref_t refs[];
-};
+void fe_bufs_init(struct fe_bufs *b, struct xbd_domain *dom, xbd_domid_t backend)
+{
+	pthread_mutex_init(&b->lock, NULL);
+	b->dom = dom;
+	b->backend = backend;
+}
 
-void *xbdfront_buf_alloc(struct xbdfront_dev *dev, size_t len)
+void fe_bufs_destroy(struct fe_bufs *b)
+{
+	unsigned int i;
+
+	for (i = 0; i < b->used; i++) {
+		struct fe_buf_slot *s = &b->slot[i];
+
+		/* one the backend still maps stays with the handle, which
+		 * frees it as it closes */
+		if (s->addr)
+			(void)xbd_gntshr_unshare(b->gs, (void *)s->addr,
+						 (unsigned int)(s->len / XBD_PAGE_SIZE));
+		free(s->refs);
+		*s = (struct fe_buf_slot){ 0 };
+	}
+	b->used = 0;
+	if (b->gs)
+		xbd_gntshr_close(b->gs);
+	b->gs = NULL;
+}
+
+/* A slot for n pages, its grant array big enough; lock held.  NULL with
+ * *rc set when none is left or memory is short. */
+static struct fe_buf_slot *slot_get(struct fe_bufs *b, unsigned int n, int *rc)
+{
+	struct fe_buf_slot *s = NULL;
+	xbd_grant_ref_t *refs;
+	unsigned int i;
+
+	for (i = 0; i < b->used && !s; i++)
+		if (!b->slot[i].addr)
+			s = &b->slot[i];
+	if (!s && b->used < XBDFRONT_MAX_BUFS)
+		s = &b->slot[b->used];
+	if (!s) {
+		*rc = -ENOSPC;
+		return NULL;
+	}
+	if (s->cap < n) {
+		/* a free slot: no lookup reads its array (addr is 0) */
+		refs = realloc(s->refs, n * sizeof(*refs));
+		if (!refs) {
+			*rc = -ENOMEM;
+			return NULL;
+		}
+		s->refs = refs;
+		s->cap = n;
+	}
+	return s;
+}
+
+void *fe_bufs_alloc(struct fe_bufs *b, size_t len)
 {
 	unsigned int n = (unsigned int)((len + XBD_PAGE_SIZE - 1) / XBD_PAGE_SIZE);
-	struct fe_buf *b;
+	struct fe_buf_slot *s = NULL;
 	void *addr = NULL;
 	int rc = 0;
 
-	if (!len || len > (1u << 30))
-		rc = -EINVAL;
-	b = rc ? NULL : calloc(1, sizeof(*b) + n * sizeof(b->refs[0]));
-	if (!rc && !b)
-		rc = -ENOMEM;
-	pthread_mutex_lock(&dev->buf_lock);
-	if (!rc && !dev->buf_gs)
-		rc = xbd_gntshr_open(dev->dom, &dev->buf_gs);
-	if (!rc)
-		rc = xbd_gntshr_share_pages(dev->buf_gs, dev->par.backend, n, b->refs, true, &addr);
-	if (!rc) {
-		*b = (struct fe_buf){ .addr = addr, .npages = n, .next = dev->bufs };
-		dev->bufs = b;
+	if (!len || len > (1u << 30)) {
+		errno = EINVAL;
+		return NULL;
 	}
-	pthread_mutex_unlock(&dev->buf_lock);
+	pthread_mutex_lock(&b->lock);
+	if (!b->gs)
+		rc = xbd_gntshr_open(b->dom, &b->gs);
+	if (!rc)
+		s = slot_get(b, n, &rc);
+	if (s)
+		rc = xbd_gntshr_share_pages(b->gs, b->backend, n, s->refs, true, &addr);
+	if (!rc) {
+		__atomic_store_n(&s->len, (size_t)n * XBD_PAGE_SIZE, __ATOMIC_RELAXED);
+		__atomic_store_n(&s->addr, (uintptr_t)addr, __ATOMIC_RELEASE);
+		if (s == &b->slot[b->used])
+			__atomic_store_n(&b->used, b->used + 1, __ATOMIC_RELEASE);
+	}
+	pthread_mutex_unlock(&b->lock);
 	if (rc) {
-		free(b);
 		errno = -rc;
 		return NULL;
 	}
 	return addr;
 }
 
-int xbdfront_buf_free(struct xbdfront_dev *dev, void *buf)
+int fe_bufs_free(struct fe_bufs *b, void *addr)
 {
-	struct fe_buf **pp, *b;
+	unsigned int i;
 	int rc = -EINVAL;
 
-	pthread_mutex_lock(&dev->buf_lock);
-	for (pp = &dev->bufs; (b = *pp); pp = &b->next) {
-		if (b->addr != buf)
+	pthread_mutex_lock(&b->lock);
+	for (i = 0; addr && i < b->used; i++) {
+		struct fe_buf_slot *s = &b->slot[i];
+
+		if (s->addr != (uintptr_t)addr)
 			continue;
-		rc = xbd_gntshr_unshare(dev->buf_gs, b->addr, b->npages);
-		if (!rc) {
-			*pp = b->next;
-			free(b);
-		}
+		rc = xbd_gntshr_unshare(b->gs, addr, (unsigned int)(s->len / XBD_PAGE_SIZE));
+		if (!rc)
+			__atomic_store_n(&s->addr, 0, __ATOMIC_RELEASE);
 		break;
 	}
-	pthread_mutex_unlock(&dev->buf_lock);
+	pthread_mutex_unlock(&b->lock);
 	return rc;
 }
 
-/* Close: every buffer goes (one the backend still maps stays with the
- * handle, which frees it as it closes). */
-void fe_dev_bufs_destroy(struct xbdfront_dev *dev)
+/* The slot holding [p, p + len), or NULL; no lock (see buffer.h). */
+static const struct fe_buf_slot *find(const struct fe_bufs *b, uintptr_t p, size_t len)
 {
-	struct fe_buf *b, *next;
+	unsigned int n = __atomic_load_n(&b->used, __ATOMIC_ACQUIRE), i;
 
-	for (b = dev->bufs; b; b = next) {
-		next = b->next;
-		(void)xbd_gntshr_unshare(dev->buf_gs, b->addr, b->npages);
-		free(b);
+	for (i = 0; i < n; i++) {
+		const struct fe_buf_slot *s = &b->slot[i];
+		uintptr_t a = __atomic_load_n(&s->addr, __ATOMIC_ACQUIRE);
+		size_t l = __atomic_load_n(&s->len, __ATOMIC_RELAXED);
+
+		if (a && p >= a && len <= l && p - a <= l - len)
+			return s;
 	}
-	dev->bufs = NULL;
-	if (dev->buf_gs)
-		xbd_gntshr_close(dev->buf_gs);
-	dev->buf_gs = NULL;
-}
-
-static const struct fe_buf *buf_find(const struct xbdfront_dev *dev, const char *p, size_t len)
-{
-	const struct fe_buf *b;
-
-	for (b = dev->bufs; b; b = b->next)
-		if (p >= b->addr && len <= (size_t)b->npages * XBD_PAGE_SIZE - (size_t)(p - b->addr))
-			return b;
 	return NULL;
 }
 
-/* Fragments for an iovec lying wholly in zero-copy buffers, each piece
- * aligned to the sector size; NULL (bounce) otherwise. */
-struct fe_frag *fe_dev_direct_frags(struct xbdfront_dev *dev, const struct iovec *iov,
-				    int iovcnt, unsigned int *n)
+/* Walk the iovec: fragments into out (may be NULL: only counted). */
+static unsigned int walk(const struct fe_bufs *b, const struct iovec *iov, unsigned int iovcnt,
+			 unsigned int ss, struct fe_frag *out, unsigned int max)
 {
-	unsigned int ss, k = 0;
-	struct fe_frag *fr = NULL;
-	size_t total = 0;
-	int i;
+	unsigned int k = 0, i;
 
-	*n = 0;
-	if (iovcnt <= 0 || !dev->bufs)
-		return NULL;
-	for (i = 0; i < iovcnt; i++)
-		total += iov[i].iov_len / XBD_PAGE_SIZE + 2;
-	fr = total < (1u << 20) ? calloc(total, sizeof(*fr)) : NULL;
-	pthread_mutex_lock(&dev->info_lock);
-	ss = dev->lim.sector_size ? dev->lim.sector_size : 512;
-	pthread_mutex_unlock(&dev->info_lock);
-	pthread_mutex_lock(&dev->buf_lock);
-	for (i = 0; fr && i < iovcnt; i++) {
-		const char *p = iov[i].iov_base;
+	if (!iovcnt || !__atomic_load_n(&b->used, __ATOMIC_ACQUIRE))
+		return 0;
+	for (i = 0; i < iovcnt; i++) {
+		uintptr_t p = (uintptr_t)iov[i].iov_base;
 		size_t left = iov[i].iov_len;
-		const struct fe_buf *b = buf_find(dev, p, left);
+		const struct fe_buf_slot *s = find(b, p, left);
 
-		if (!b || !left || (size_t)(p - b->addr) % ss || left % ss) {
-			free(fr);
-			fr = NULL;
-			break;
-		}
+		if (!s || !left || (p - s->addr) % ss || left % ss)
+			return 0;
 		while (left) {
-			size_t off = (size_t)(p - b->addr), in = off % XBD_PAGE_SIZE;
+			size_t off = p - s->addr, in = off % XBD_PAGE_SIZE;
 			size_t len = XBD_PAGE_SIZE - in < left ? XBD_PAGE_SIZE - in : left;
 
-			fr[k++] = (struct fe_frag){ b->refs[off / XBD_PAGE_SIZE], (uint16_t)in,
-						    (uint16_t)len };
+			if (k == max)
+				return 0;
+			if (out)
+				out[k] = (struct fe_frag){ s->refs[off / XBD_PAGE_SIZE],
+							   (uint16_t)in, (uint16_t)len };
+			k++;
 			p += len;
 			left -= len;
 		}
 	}
-	pthread_mutex_unlock(&dev->buf_lock);
-	*n = fr ? k : 0;
-	return fr;
+	return k;
+}
+
+unsigned int fe_bufs_frags(const struct fe_bufs *b, const struct iovec *iov, unsigned int iovcnt,
+			   unsigned int sector_size, struct fe_frag *out, unsigned int max)
+{
+	return walk(b, iov, iovcnt, sector_size, out, max);
+}
+
+unsigned int fe_bufs_count(const struct fe_bufs *b, const struct iovec *iov, unsigned int iovcnt,
+			   unsigned int sector_size)
+{
+	return walk(b, iov, iovcnt, sector_size, NULL, UINT32_MAX);
 }

@@ -1,17 +1,15 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * libxbdfront's public calls (xbdfront.h) on top of the queues, and the
- * internal device constructor (device.h).
+ * libxbdfront's public I/O calls (xbdfront.h) on top of the channels,
+ * and the internal device constructor (device.h).
  */
 #include <errno.h>
-#include <poll.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/syscall.h>
 #include <unistd.h>
 
 #include "frontend/device.h"
-#include "frontend/xenbus.h"
 
 void xbdfront_opts_default(struct xbdfront_opts *o)
 {
@@ -24,6 +22,7 @@ void xbdfront_opts_default(struct xbdfront_opts *o)
 		.pool_pages = 4096,
 		.connect_timeout_ms = 10000,
 		.platform = "auto",
+		.poll_duration_us = XBDFRONT_POLL_DURATION_US_DEFAULT,
 	};
 }
 
@@ -36,11 +35,7 @@ enum fe_abi fe_abi_from_public(enum xbdfront_abi abi)
  * (Linux blkfront marks the whole device BLKIF_STATE_ERROR). */
 static void dev_broken(void *arg, int err, const char *why)
 {
-	struct xbdfront_dev *dev = arg;
-	unsigned int i;
-
-	for (i = 0; i < dev->par.nqueues; i++)
-		fe_queue_fail_all(dev->q[i], err, why);
+	fe_dev_fail(arg, err, why);
 }
 
 int fe_dev_create(struct xbd_platform *plat, struct xbd_domain *dom,
@@ -58,30 +53,23 @@ int fe_dev_create(struct xbd_platform *plat, struct xbd_domain *dom,
 		return -ENOMEM;
 	dev->par = *par;
 	dev->dom = dom;
-	pthread_mutex_init(&dev->buf_lock, NULL);
+	fe_bufs_init(&dev->bufs, dom, par->backend);
 	pthread_mutex_init(&dev->info_lock, NULL);
 	dev->q = calloc(par->nqueues, sizeof(*dev->q));
-	if (!dev->q) {
-		pthread_mutex_destroy(&dev->buf_lock);
-		pthread_mutex_destroy(&dev->info_lock);
-		free(dev);
-		return -ENOMEM;
-	}
-	for (i = 0; i < par->nqueues && !rc; i++) {
-		struct fe_queue_params qp = {
+	if (!dev->q)
+		rc = -ENOMEM;
+	for (i = 0; !rc && i < par->nqueues; i++) {
+		struct fe_chan_params cp = {
 			.index = i, .backend = par->backend, .order = par->order,
 			.abi = par->abi, .persistent = par->persistent,
-			.max_pages = par->pool_pages,
+			.max_pages = par->pool_pages, .poll_us = par->poll_us,
+			.bufs = &dev->bufs, .on_broken = dev_broken, .on_broken_arg = dev,
 		};
-		rc = fe_queue_create(plat, dom, &qp, &dev->q[i]);
+		rc = fe_chan_create(plat, dom, &cp, &dev->q[i]);
 	}
 	if (rc) {
-		xbdfront_close(dev);
+		fe_dev_free(dev);
 		return rc;
-	}
-	for (i = 0; i < par->nqueues; i++) {
-		dev->q[i]->on_broken = dev_broken;
-		dev->q[i]->on_broken_arg = dev;
 	}
 	*out = dev;
 	return 0;
@@ -101,7 +89,7 @@ int fe_dev_connect(struct xbdfront_dev *dev, const struct fe_limits *lim,
 	dev->physical_sector_size = physical_sector_size;
 	pthread_mutex_unlock(&dev->info_lock);
 	for (i = 0; i < dev->par.nqueues; i++) {
-		rc = fe_queue_connect(dev->q[i], lim);
+		rc = fe_chan_connect(dev->q[i], lim);
 		if (rc)
 			return rc;
 	}
@@ -113,7 +101,7 @@ void fe_dev_set_persistent(struct xbdfront_dev *dev, bool persistent)
 	unsigned int i;
 
 	for (i = 0; i < dev->par.nqueues; i++)
-		(void)fe_queue_set_persistent(dev->q[i], persistent);
+		(void)fe_chan_set_persistent(dev->q[i], persistent);
 	pthread_mutex_lock(&dev->info_lock);
 	dev->par.persistent = persistent;
 	pthread_mutex_unlock(&dev->info_lock);
@@ -125,7 +113,7 @@ int fe_dev_reset(struct xbdfront_dev *dev, unsigned int order, enum fe_abi abi)
 	int rc;
 
 	for (i = 0; i < dev->par.nqueues; i++) {
-		rc = fe_queue_reset(dev->q[i], order, abi);
+		rc = fe_chan_reset(dev->q[i], order, abi);
 		if (rc)
 			return rc;
 	}
@@ -137,7 +125,7 @@ int fe_dev_reset(struct xbdfront_dev *dev, unsigned int order, enum fe_abi abi)
 	return 0;
 }
 
-struct fe_queue *fe_dev_queue(struct xbdfront_dev *dev, unsigned int i)
+struct fe_chan *fe_dev_chan(struct xbdfront_dev *dev, unsigned int i)
 {
 	return i < dev->par.nqueues ? dev->q[i] : NULL;
 }
@@ -147,11 +135,21 @@ void fe_dev_set_sectors(struct xbdfront_dev *dev, uint64_t sectors)
 	unsigned int i;
 
 	for (i = 0; i < dev->par.nqueues; i++)
-		fe_queue_set_sectors(dev->q[i], sectors);
+		fe_chan_set_sectors(dev->q[i], sectors);
 	pthread_mutex_lock(&dev->info_lock);
 	if (sectors % (dev->lim.sector_size / 512) == 0)
 		dev->lim.sectors = sectors;
 	pthread_mutex_unlock(&dev->info_lock);
+	for (i = 0; i < dev->par.nqueues; i++)
+		fe_chan_notify(dev->q[i]);
+}
+
+void fe_dev_fail(struct xbdfront_dev *dev, int err, const char *why)
+{
+	unsigned int i;
+
+	for (i = 0; i < dev->par.nqueues; i++)
+		fe_chan_fail(dev->q[i], err, why);
 }
 
 void fe_dev_destroy_queues(struct xbdfront_dev *dev)
@@ -159,24 +157,24 @@ void fe_dev_destroy_queues(struct xbdfront_dev *dev)
 	unsigned int i;
 
 	for (i = 0; dev->q && i < dev->par.nqueues; i++) {
-		fe_queue_destroy(dev->q[i]);
+		fe_chan_destroy(dev->q[i]);
 		dev->q[i] = NULL;
 	}
+	fe_bufs_destroy(&dev->bufs);
 }
 
-void xbdfront_close(struct xbdfront_dev *dev)
+void fe_dev_free(struct xbdfront_dev *dev)
 {
 	if (!dev)
 		return;
-	if (dev->xb)
-		fe_xb_close(dev->xb, dev);   /* destroys the queues in its order */
 	fe_dev_destroy_queues(dev);
-	fe_dev_bufs_destroy(dev);
-	pthread_mutex_destroy(&dev->buf_lock);
+	pthread_mutex_destroy(&dev->bufs.lock);
 	pthread_mutex_destroy(&dev->info_lock);
 	free(dev->q);
 	free(dev);
 }
+
+/* ---- the public calls ----------------------------------------------------- */
 
 unsigned int xbdfront_nr_queues(const struct xbdfront_dev *dev)
 {
@@ -185,8 +183,7 @@ unsigned int xbdfront_nr_queues(const struct xbdfront_dev *dev)
 
 int xbdfront_get_info(struct xbdfront_dev *dev, struct xbdfront_info *out)
 {
-	struct fe_queue *q0 = dev->q[0];
-	unsigned int i;
+	unsigned int i, f;
 
 	memset(out, 0, sizeof(*out));
 	pthread_mutex_lock(&dev->info_lock);
@@ -201,91 +198,77 @@ int xbdfront_get_info(struct xbdfront_dev *dev, struct xbdfront_info *out)
 	out->readonly = dev->lim.readonly;
 	out->resets = dev->resets;
 	pthread_mutex_unlock(&dev->info_lock);
-	/* queue 0's copy: EOPNOTSUPP answers turn features off at run time */
-	pthread_mutex_lock(&q0->lock);
-	out->flush = q0->lim.flush;
-	out->barrier = q0->lim.barrier;
-	out->discard = q0->lim.discard;
-	out->discard_secure = q0->lim.discard_secure;
-	pthread_mutex_unlock(&q0->lock);
-	for (i = 0; i < dev->par.nqueues && !out->error; i++) {
-		pthread_mutex_lock(&dev->q[i]->lock);
-		out->error = dev->q[i]->dead;
-		memcpy(out->reason, dev->q[i]->error, sizeof(out->reason));
-		pthread_mutex_unlock(&dev->q[i]->lock);
-	}
+	/* queue 0's: EOPNOTSUPP answers turn features off at run time */
+	f = fe_chan_features(dev->q[0]);
+	out->flush = f & FE_FEAT_FLUSH;
+	out->barrier = f & FE_FEAT_BARRIER;
+	out->discard = f & FE_FEAT_DISCARD;
+	out->discard_secure = f & FE_FEAT_SECURE;
+	for (i = 0; i < dev->par.nqueues && !out->error; i++)
+		out->error = fe_chan_error(dev->q[i], out->reason, sizeof(out->reason));
 	return 0;
 }
 
-static const enum fe_op op_map[] = {
-	[XBDFRONT_READ] = FE_OP_READ,
-	[XBDFRONT_WRITE] = FE_OP_WRITE,
-	[XBDFRONT_FLUSH] = FE_OP_FLUSH,
-	[XBDFRONT_BARRIER] = FE_OP_BARRIER,
-	[XBDFRONT_DISCARD] = FE_OP_DISCARD,
-	[XBDFRONT_SECURE_DISCARD] = FE_OP_SECURE_DISCARD,
-};
-
-static int submit(struct xbdfront_dev *dev, unsigned int q, enum xbdfront_op op,
-		  uint64_t offset, uint64_t len, const struct iovec *iov, int iovcnt,
-		  xbdfront_cb cb, void *arg, uint64_t user_data)
+int xbdfront_submit(struct xbdfront_dev *dev, unsigned int q, const struct xbdfront_sqe *sqe,
+		    unsigned int n)
 {
-	struct fe_frag *direct;
-	unsigned int ndirect;
-	int rc;
-
-	if (q >= dev->par.nqueues || (unsigned int)op >= sizeof(op_map) / sizeof(op_map[0]))
+	if (q >= dev->par.nqueues || (n && !sqe))
 		return -EINVAL;
-	direct = fe_dev_direct_frags(dev, iov, iovcnt, &ndirect);
-	rc = fe_queue_submit(dev->q[q], op_map[op], offset, len, iov, iovcnt, direct, ndirect,
-			     cb, arg, user_data);
-	free(direct);
-	return rc;
+	return fe_chan_submit(dev->q[q], sqe, n);
 }
 
-int xbdfront_submit(struct xbdfront_dev *dev, unsigned int q, enum xbdfront_op op,
-		    uint64_t offset, uint64_t len, const struct iovec *iov, int iovcnt,
-		    xbdfront_cb cb, void *arg)
+int xbdfront_commit(struct xbdfront_dev *dev, unsigned int q)
 {
-	if (!cb)
-		return -EINVAL;
-	return submit(dev, q, op, offset, len, iov, iovcnt, cb, arg, 0);
+	return q < dev->par.nqueues ? fe_chan_commit(dev->q[q]) : -EINVAL;
 }
 
-int xbdfront_submit_cq(struct xbdfront_dev *dev, unsigned int q, enum xbdfront_op op,
-		       uint64_t offset, uint64_t len, const struct iovec *iov, int iovcnt,
-		       uint64_t user_data)
+int xbdfront_reap(struct xbdfront_dev *dev, unsigned int q, struct xbdfront_cqe *cqe,
+		  unsigned int n)
 {
-	return submit(dev, q, op, offset, len, iov, iovcnt, NULL, NULL, user_data);
+	if (q >= dev->par.nqueues || (n && !cqe))
+		return -EINVAL;
+	return fe_chan_reap(dev->q[q], n ? cqe : NULL, n);
+}
+
+int xbdfront_wait(struct xbdfront_dev *dev, unsigned int q, int timeout_ms, int extra_fd)
+{
+	return q < dev->par.nqueues ? fe_chan_wait(dev->q[q], timeout_ms, extra_fd) : -EINVAL;
+}
+
+int xbdfront_queue_stats(struct xbdfront_dev *dev, unsigned int q,
+			 struct xbdfront_queue_stats *out)
+{
+	struct fe_chan_stats st;
+
+	if (q >= dev->par.nqueues)
+		return -EINVAL;
+	fe_chan_get_stats(dev->q[q], &st);
+	*out = (struct xbdfront_queue_stats){
+		.submitted = st.submitted, .completed = st.completed, .errors = st.errors,
+		.commits = st.commits, .notifies = st.notifies, .events = st.events,
+		.polls = st.spins, .poll_hits = st.spin_hits, .waits = st.waits,
+	};
+	return 0;
 }
 
 int xbdfront_queue_fd(struct xbdfront_dev *dev, unsigned int q)
 {
-	return q < dev->par.nqueues ? fe_queue_fd(dev->q[q]) : -EINVAL;
+	return q < dev->par.nqueues ? fe_chan_fd(dev->q[q]) : -EINVAL;
 }
 
 int xbdfront_process(struct xbdfront_dev *dev, unsigned int q)
 {
-	return q < dev->par.nqueues ? fe_queue_process(dev->q[q]) : -EINVAL;
+	return q < dev->par.nqueues ? fe_chan_process(dev->q[q]) : -EINVAL;
 }
 
-unsigned int xbdfront_reap(struct xbdfront_dev *dev, unsigned int q,
-			   struct xbdfront_cqe *cqe, unsigned int n)
+void *xbdfront_buf_alloc(struct xbdfront_dev *dev, size_t len)
 {
-	struct fe_cqe c[32];
-	unsigned int got = 0, k, i;
+	return fe_bufs_alloc(&dev->bufs, len);
+}
 
-	if (q >= dev->par.nqueues)
-		return 0;
-	while (got < n) {
-		k = fe_queue_reap(dev->q[q], c, n - got < 32 ? n - got : 32);
-		if (!k)
-			break;
-		for (i = 0; i < k; i++)
-			cqe[got + i] = (struct xbdfront_cqe){ c[i].user_data, c[i].status };
-		got += k;
-	}
-	return got;
+int xbdfront_buf_free(struct xbdfront_dev *dev, void *buf)
+{
+	return fe_bufs_free(&dev->bufs, buf);
 }
 
 /* ---- synchronous helpers ------------------------------------------------ */
@@ -295,33 +278,39 @@ struct sync_wait {
 	int done;                     /* set last, with release order */
 };
 
-static void sync_cb(void *arg, int status)
+static void sync_done(const struct xbdfront_cqe *cqe)
 {
-	struct sync_wait *w = arg;
+	struct sync_wait *w = (struct sync_wait *)(uintptr_t)cqe->user_data;
 
-	w->status = status;
+	w->status = cqe->res;
 	__atomic_store_n(&w->done, 1, __ATOMIC_RELEASE);
 }
 
 /* Submit on the calling thread's queue and drive it until this I/O ends.
- * Another thread processing the same queue may deliver the completion;
- * the short poll timeout bounds how late this thread notices. */
+ * Another thread reaping the same queue may run the callback; the short
+ * wait bounds how late this thread notices. */
 static int sync_io(struct xbdfront_dev *dev, enum xbdfront_op op, uint64_t offset,
 		   uint64_t len, const struct iovec *iov, int iovcnt)
 {
 	unsigned int qi = (unsigned int)syscall(SYS_gettid) % dev->par.nqueues;
 	struct sync_wait w = { 0, 0 };
-	struct pollfd pfd = { .fd = fe_queue_fd(dev->q[qi]), .events = POLLIN };
+	struct xbdfront_sqe sqe = {
+		.op = (uint8_t)op, .iovcnt = (uint16_t)iovcnt, .offset = offset, .len = len,
+		.iov = iov, .user_data = (uintptr_t)&w, .done = sync_done,
+	};
 	int rc;
 
-	rc = submit(dev, qi, op, offset, len, iov, iovcnt, sync_cb, &w, 0);
-	if (rc)
+	if (iovcnt < 0 || iovcnt > UINT16_MAX)
+		return -EINVAL;
+	rc = xbdfront_submit(dev, qi, &sqe, 1);
+	if (rc < 0)
 		return rc;
+	(void)xbdfront_commit(dev, qi);
 	while (!__atomic_load_n(&w.done, __ATOMIC_ACQUIRE)) {
-		fe_queue_process(dev->q[qi]);
+		(void)xbdfront_reap(dev, qi, NULL, 0);
 		if (__atomic_load_n(&w.done, __ATOMIC_ACQUIRE))
 			break;
-		(void)poll(&pfd, 1, 10);
+		(void)xbdfront_wait(dev, qi, 10, -1);
 	}
 	return w.status;
 }

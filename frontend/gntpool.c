@@ -151,19 +151,9 @@ void fe_gntpool_get_stats(const struct fe_gntpool *p, struct fe_gntpool_stats *o
 	out->leaked = p->nleaked;
 }
 
-static int ops_get(void *ctx, struct fe_page *out)
+unsigned int fe_gntpool_available(const struct fe_gntpool *p)
 {
-	return fe_gntpool_get(ctx, out);
-}
-
-static void ops_put(void *ctx, const struct fe_page *pg)
-{
-	fe_gntpool_put(ctx, pg);
-}
-
-struct fe_page_ops fe_gntpool_ops(struct fe_gntpool *p)
-{
-	return (struct fe_page_ops){ ops_get, ops_put, p };
+	return p->nfree + (p->max_pages - p->granted);
 }
 
 int fe_gntpool_set_persistent(struct fe_gntpool *p, bool persistent)

@@ -22,8 +22,8 @@
  * backend); Linux grants persistent pages writable even for writes, and so
  * do we in both modes, so a page can serve any request.
  *
- * Locking: none inside; a pool belongs to one queue and is used under the
- * queue lock.  The sharing handle is the queue's.
+ * Locking: none inside; a pool belongs to one queue's channel and is used
+ * under the channel's lock.  The sharing handle is the queue's.
  */
 #ifndef XBD_FRONTEND_GNTPOOL_H
 #define XBD_FRONTEND_GNTPOOL_H
@@ -71,8 +71,8 @@ int fe_gntpool_get(struct fe_gntpool *p, struct fe_page *out);
 void fe_gntpool_put(struct fe_gntpool *p, const struct fe_page *pg);
 
 void fe_gntpool_get_stats(const struct fe_gntpool *p, struct fe_gntpool_stats *out);
-
-/* The pool as a page source for frontend/request.c. */
-struct fe_page_ops fe_gntpool_ops(struct fe_gntpool *p);
+/* Pages fe_gntpool_get can hand out now without the platform failing:
+ * free ones plus what the cap still allows. */
+unsigned int fe_gntpool_available(const struct fe_gntpool *p);
 
 #endif

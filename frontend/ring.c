@@ -11,8 +11,9 @@
  *   - a request is built in private memory in the x86_64 layout (every
  *     padding byte zero), narrowed for x86_32, and copied into its entry:
  *     the whole entry is written, nothing stale reaches the backend;
- *   - a response slot is read exactly once, by copy_rsp(), into a local
- *     buffer; everything after that works on the copy.
+ *   - a response slot is read exactly once, by copy_rsp() with
+ *     xbd_blkif_copy_once (the backend's single-read helper, lib/blkif.h),
+ *     into a local buffer; everything after that works on the copy.
  */
 #include <errno.h>
 #include <stdarg.h>
@@ -74,10 +75,6 @@ int fe_ring_init(struct fe_ring *r, void *sring, unsigned int order, enum fe_abi
 	r->order = order;
 	r->size = xbd_blkif_ring_entries(fe_wire_abi(abi), order);
 	r->stride = xbd_blkif_entry_size(fe_wire_abi(abi));
-	r->expect = malloc(r->size);
-	if (!r->expect)
-		return -ENOMEM;
-	memset(r->expect, FE_RING_ID_FREE, r->size);
 	/* Fresh ring, as SHARED_RING_INIT: indexes 0, events at the first. */
 	memset(sring, 0, bytes);
 	hdr(r)->req_event = 1;
@@ -87,8 +84,6 @@ int fe_ring_init(struct fe_ring *r, void *sring, unsigned int order, enum fe_abi
 
 void fe_ring_destroy(struct fe_ring *r)
 {
-	free(r->expect);
-	r->expect = NULL;
 	r->sring = NULL;
 }
 
@@ -99,13 +94,12 @@ unsigned int fe_ring_in_flight(const struct fe_ring *r)
 
 unsigned int fe_ring_free_slots(const struct fe_ring *r)
 {
-	if (r->broken || !r->expect)
+	if (r->broken || !r->sring)
 		return 0;
 	return r->size - fe_ring_in_flight(r);
 }
 
-static void __attribute__((format(printf, 2, 3)))
-ring_break(struct fe_ring *r, const char *fmt, ...)
+void fe_ring_break(struct fe_ring *r, const char *fmt, ...)
 {
 	va_list ap;
 
@@ -118,13 +112,6 @@ ring_break(struct fe_ring *r, const char *fmt, ...)
 }
 
 /* ---- request writing ---------------------------------------------------- */
-
-/* The operation the response to req must carry: backends echo the
- * indirect_op of an indirect request (Linux blkback, QEMU). */
-static uint8_t expected_op(const struct fe_req *req)
-{
-	return req->operation == BLKIF_OP_INDIRECT ? req->indirect_op : req->operation;
-}
 
 static bool segs_ok(const struct fe_req *req)
 {
@@ -225,12 +212,9 @@ int fe_ring_put_req(struct fe_ring *r, const struct fe_req *req)
 		return -EIO;
 	if (!req_ok(req) || req->id >= r->size)
 		return -EINVAL;
-	if (r->expect[req->id] != FE_RING_ID_FREE)
-		return -EEXIST;
 	if (fe_ring_free_slots(r) == 0)
 		return -EBUSY;
 	write_req(r, req);
-	r->expect[req->id] = expected_op(req);
 	r->req_prod_pvt++;
 	return 0;
 }
@@ -252,17 +236,20 @@ bool fe_ring_push(struct fe_ring *r)
 
 /* ---- response fetch ------------------------------------------------------ */
 
-/* The one read of a response slot: copy it, decode only the copy. */
+/* The one read of a response slot: copy it word by word, each word
+ * loaded once, then decode only the copy.  Both layouts put id@0,
+ * operation@8 and status@10; x86_64 pads to 16 bytes, x86_32 ends at 12. */
 static void copy_rsp(const struct fe_ring *r, uint32_t idx, struct fe_rsp *out)
 {
 	union {
+		uint32_t w[sizeof(struct xbd_blkif_x64_rsp) / 4];
 		struct xbd_blkif_x64_rsp x64;
 		struct xbd_blkif_x32_rsp x32;
-		unsigned char bytes[sizeof(struct xbd_blkif_x64_rsp)];
 	} c;
 	size_t len = r->abi == FE_ABI_X86_32 ? sizeof(c.x32) : sizeof(c.x64);
 
-	memcpy(c.bytes, slot(r, idx), len);
+	static_assert(sizeof(c.x32) % 4 == 0 && sizeof(c) == sizeof(c.x64), "rsp in words");
+	xbd_blkif_copy_once(c.w, slot(r, idx), len / 4);
 	if (r->abi == FE_ABI_X86_32) {
 		out->id = c.x32.id;
 		out->operation = c.x32.operation;
@@ -277,38 +264,20 @@ static void copy_rsp(const struct fe_ring *r, uint32_t idx, struct fe_rsp *out)
 int fe_ring_fetch_rsp(struct fe_ring *r, struct fe_rsp *out)
 {
 	uint32_t prod, issued = r->req_pushed - r->rsp_cons;
-	struct fe_rsp rsp;
 
 	if (r->broken)
 		return -EIO;
 	prod = shared_load(&hdr(r)->rsp_prod);
 	fe_rmb();       /* rsp_prod before the responses it covers */
 	if (!xbd_blkif_idx_between(r->rsp_cons, prod, r->req_pushed)) {
-		ring_break(r, "rsp_prod %u runs past the %u requests issued (rsp_cons %u)",
+		fe_ring_break(r, "rsp_prod %u runs past the %u requests issued (rsp_cons %u)",
 			   prod, issued, r->rsp_cons);
 		return -EIO;
 	}
 	if (prod == r->rsp_cons)
 		return 0;
-	copy_rsp(r, r->rsp_cons, &rsp);
-	if (rsp.id >= r->size) {
-		ring_break(r, "response id %llu out of range (ring size %u)",
-			   (unsigned long long)rsp.id, r->size);
-		return -EIO;
-	}
-	if (r->expect[rsp.id] == FE_RING_ID_FREE) {
-		ring_break(r, "response id %llu is not in flight",
-			   (unsigned long long)rsp.id);
-		return -EIO;
-	}
-	if (r->expect[rsp.id] != rsp.operation) {
-		ring_break(r, "response id %llu has operation %u, request was %u",
-			   (unsigned long long)rsp.id, rsp.operation, r->expect[rsp.id]);
-		return -EIO;
-	}
-	r->expect[rsp.id] = FE_RING_ID_FREE;
+	copy_rsp(r, r->rsp_cons, out);
 	r->rsp_cons++;
-	*out = rsp;
 	return 1;
 }
 

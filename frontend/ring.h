@@ -12,15 +12,16 @@
  * RING_PUSH_REQUESTS_AND_CHECK_NOTIFY and says whether to notify.
  *
  * Responses: fe_ring_fetch_rsp() is the only function that reads a response
- * slot.  It copies the slot out once, then validates the copy (XSA-155 and
- * the XSA-376/391 hardening of Linux blkfront):
- *   - rsp_prod may not run past the requests issued (a runaway producer);
- *   - the id must be below the ring size and in flight;
- *   - the operation must be the one issued under that id (the indirect_op
- *     for BLKIF_OP_INDIRECT, as backends echo it).
- * Any violation latches the ring as broken: every later call fails with
- * -EIO and the reason stays readable through fe_ring_error().  Nothing of
- * a bad response is used.
+ * slot.  It checks the index first (rsp_prod may not run past the requests
+ * pushed: a runaway producer), then copies the slot out once, a 32-bit
+ * volatile load per word (xbd_blkif_copy_once), and hands back the copy.
+ * What the copy says (is the id in flight, is the operation the one
+ * issued) is for the owner of the request table to judge: the queue's
+ * channel (frontend/channel.c), the one place that knows each id's state
+ * (XSA-155 and the XSA-376/391 hardening of Linux blkfront).  A bad index
+ * latches the ring as broken, and so does fe_ring_break() on the
+ * channel's word: every later call fails with -EIO and the reason stays
+ * readable through fe_ring_error().  Nothing of a bad response is used.
  *
  * Locking: a struct fe_ring has no lock of its own.  Every call must be
  * made under the owning queue's lock (frontend/queue.c); the backend is the
@@ -89,14 +90,9 @@ struct fe_ring {
 	uint32_t req_prod_pvt;    /* requests written, not all pushed yet */
 	uint32_t req_pushed;      /* req_prod as last published */
 	uint32_t rsp_cons;        /* responses consumed */
-	/* expect[id]: operation a response for id must carry, FE_RING_ID_FREE
-	 * when no request with that id is in flight. */
-	uint8_t *expect;
 	bool broken;
 	char error[128];          /* why the ring broke, "" while healthy */
 };
-
-#define FE_RING_ID_FREE 0xffu
 
 /* Number of entries of a ring of 2^order pages (order <= FE_RING_MAX_ORDER;
  * the same for both ABIs). */
@@ -108,10 +104,10 @@ static inline unsigned int fe_ring_entries(unsigned int order)
 /*
  * Attach to 2^order pages at sring (page aligned, already shared with the
  * backend) as a fresh ring: the header is reset (indexes 0, events 1).
- * Returns 0, -EINVAL for a bad order/ABI, -ENOMEM.
+ * Returns 0, or -EINVAL for a bad order/ABI.
  */
 int fe_ring_init(struct fe_ring *r, void *sring, unsigned int order, enum fe_abi abi);
-/* Frees what fe_ring_init allocated; safe on a zeroed or destroyed ring. */
+/* Forget the pages; safe on a zeroed or destroyed ring. */
 void fe_ring_destroy(struct fe_ring *r);
 
 /* Slots free for fe_ring_put_req (0 when full or broken). */
@@ -122,7 +118,8 @@ unsigned int fe_ring_in_flight(const struct fe_ring *r);
 /*
  * Write req into the next slot (not yet visible to the backend).
  * -EIO if broken, -EBUSY if full, -EINVAL if req is malformed (bad op,
- * segment count, id out of range) and -EEXIST if its id is in flight.
+ * segment count, id out of range).  Whether the id is free is the
+ * request table's business (frontend/channel.c).
  */
 int fe_ring_put_req(struct fe_ring *r, const struct fe_req *req);
 
@@ -133,10 +130,17 @@ int fe_ring_put_req(struct fe_ring *r, const struct fe_req *req);
 bool fe_ring_push(struct fe_ring *r);
 
 /*
- * Take the next response.  Returns 1 with *out filled, 0 when none is
- * pending, -EIO when the ring is (or just became) broken.
+ * Take the next response: its slot copied once, nothing of it checked but
+ * that it lies in the range of requests pushed.  Returns 1 with *out
+ * filled, 0 when none is pending, -EIO when the ring is (or just became)
+ * broken.
  */
 int fe_ring_fetch_rsp(struct fe_ring *r, struct fe_rsp *out);
+
+/* The owner of the request table found a response unacceptable: latch the
+ * ring as broken with the reason (the first reason stays). */
+void fe_ring_break(struct fe_ring *r, const char *fmt, ...)
+	__attribute__((format(printf, 2, 3)));
 
 /*
  * No response pending: ask for an event at the next one (rsp_event), then

@@ -1,35 +1,52 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * libxbdfront: the blkif frontend a guest process links.
+ * libxbdfront: the blkif frontend a guest process links.  This header is
+ * the library's whole interface: xbd-blkfront, the fio engine and
+ * xbdfront-io use nothing else of it.
  *
  * A device (struct xbdfront_dev) is one virtual disk with 1..N queues.
- * Each queue is a blkif ring with its own event channel, grant pool and
- * lock; queues share nothing, so one thread per queue scales.
+ * Each queue is one channel: a blkif ring with its own event channel,
+ * request table, granted pages and lock; queues share nothing, so one
+ * thread per queue scales.
  *
- * I/O model
- *   - Asynchronous: xbdfront_submit() with a callback, or
- *     xbdfront_submit_cq() whose completion lands in the queue's completion
- *     queue (xbdfront_reap()).  Completions are produced by
- *     xbdfront_process(), which the application calls when the queue's fd
- *     (xbdfront_queue_fd(), poll for POLLIN) is readable; callbacks run in
- *     that thread, without any library lock held, and may submit again.
- *     I/O failed by a detach or a broken backend completes on the thread
- *     that noticed it, which may be the domain's monitor thread: a
- *     callback must not open or close devices or domains.
- *   - Synchronous: xbdfront_pread/pwrite/preadv/pwritev/flush/discard
- *     submit on the calling thread's queue and drive it until done.
- *   - Scatter-gather: any iovec; the data is bounced through pages granted
- *     to the backend (the application's memory is never granted).  Large
- *     I/O is split to the negotiated segment limits (11 per request, or
- *     the indirect-descriptor limit).
+ * I/O model (as io_uring's):
+ *   - A request is a descriptor (struct xbdfront_sqe: operation, byte
+ *     offset and length, the data as an iovec, user data, and an optional
+ *     completion callback).  xbdfront_submit() queues an array of them on
+ *     a queue's ring, unpublished; xbdfront_commit() publishes everything
+ *     queued with one index store and at most one notification.
+ *   - Completions: xbdfront_reap() takes the backend's responses off the
+ *     ring and hands back up to n completion entries at once (struct
+ *     xbdfront_cqe: user data, result); descriptors that named a callback
+ *     are completed by calling it instead, in the thread that reaps,
+ *     without any library lock held (it may submit again).
+ *     xbdfront_wait() blocks until there is something to reap: it polls
+ *     the ring for a short, bounded, adaptive time while requests are in
+ *     flight (xbdfront_opts.poll_duration_us), then sleeps on the queue's
+ *     event channel; an idle queue never spins.
+ *   - Zero copy: buffers from xbdfront_buf_alloc() are memory granted to
+ *     the backend; a read or write whose iovec lies in them, each piece
+ *     aligned to the logical sector size, is done in place.  Any other
+ *     memory is bounced through pages granted for that purpose (the
+ *     application's own memory is never granted).
+ *   - Large I/O is split to the negotiated segment limits (11 per
+ *     request, or the indirect-descriptor limit).
  *   - Offsets and lengths are bytes and must be multiples of the logical
  *     sector size (xbdfront_info.sector_size).
+ *   - Synchronous helpers (xbdfront_pread ...) submit on the calling
+ *     thread's queue and drive it until done.
+ * No memory is allocated per request in steady state: descriptors and
+ * bounce pages come from per-queue free lists.  When they run out a
+ * request waits for them (it does not fail).
  * Thread safety: every call may be made from any thread; calls on one
- * queue serialise on its lock.  xbdfront_close() must not race with other
- * calls on the device.
+ * queue serialise on its lock, and no data is copied under it.
+ * xbdfront_close() must not race with other calls on the device.  I/O
+ * failed by a detach or a broken backend completes on the thread that
+ * noticed it, which may be the domain's monitor thread: a callback must
+ * not open or close devices or domains.
  *
  * Errors: 0 or a negative errno.  A backend that breaks the protocol
- * (bad response id, operation or count) shuts the device down: every
+ * (bad response id, operation or index) shuts the device down: every
  * pending I/O completes with -EIO and later calls fail with -EIO; the
  * reason is in xbdfront_info.error.  Nothing the backend writes reaches
  * the application's buffers unless the response was valid and OKAY.
@@ -69,7 +86,14 @@ struct xbdfront_opts {
 	const char *rundir;               /* local platform dir; NULL: $XBD_RUNDIR */
 	bool no_recover;                  /* Linux-like: a backend that closes (not a
 					   * detach) closes the disk, no reconnect */
+	unsigned int poll_duration_us;    /* xbdfront_wait spins at most this long on a
+					   * ring with requests in flight before it
+					   * sleeps; 0: never (default
+					   * XBDFRONT_POLL_DURATION_US_DEFAULT) */
 };
+
+#define XBDFRONT_POLL_DURATION_US_DEFAULT 50
+#define XBDFRONT_POLL_DURATION_US_MAX 1000
 
 void xbdfront_opts_default(struct xbdfront_opts *o);
 
@@ -120,6 +144,26 @@ void xbdfront_domain_close(struct xbdfront_domain *d);
 unsigned int xbdfront_domain_id(const struct xbdfront_domain *d);
 
 /*
+ * The domain named name, on the platform of opts (platform, rundir): a
+ * decimal id, or the name a local domain was created with.  On the xen
+ * platform: the domain this process runs in (name NULL, or its own name),
+ * or the id as given.  *claimer (may be NULL) gets the pid of the process
+ * that is the domain now (local platform), 0 for none.  0, -ENOENT (no
+ * such domain), -EINVAL (name NULL on the local platform) or -errno.
+ */
+int xbdfront_domain_resolve(const char *name, const struct xbdfront_opts *opts,
+			    unsigned int *domid, int *claimer);
+
+/*
+ * The capacity of disk vdev of domain domid as its backend publishes it
+ * (`sectors`, 512-byte units), read through the domain's xenstore without
+ * claiming the domain or opening the disk.  -ENOENT while the backend has
+ * not published it (not yet connected).
+ */
+int xbdfront_peek_sectors(unsigned int domid, const char *vdev,
+			  const struct xbdfront_opts *opts, uint64_t *sectors);
+
+/*
  * Open virtual disk vdev of the domain d: negotiate, wait for the backend
  * to connect.  opts->platform and opts->rundir are the domain's and are
  * not used here.  May be called from any thread, concurrently for
@@ -159,49 +203,102 @@ int xbdfront_open_in_why(struct xbdfront_domain *d, const char *vdev,
 int xbdfront_open_why(unsigned int domid, const char *vdev, const struct xbdfront_opts *opts,
 		      struct xbdfront_dev **out, char *why, size_t len);
 
-typedef void (*xbdfront_cb)(void *arg, int status);
-
 struct xbdfront_cqe {
-	uint64_t user_data;
-	int status;                       /* 0 or -errno */
+	uint64_t user_data;               /* the descriptor's */
+	int res;                          /* 0 or -errno */
+};
+
+/* A request descriptor.  Zero it, then fill what the operation needs. */
+struct xbdfront_sqe {
+	uint8_t op;                       /* enum xbdfront_op */
+	uint8_t flags;                    /* none defined yet: 0 */
+	uint16_t iovcnt;                  /* reads and writes: pieces of iov */
+	uint64_t offset;                  /* bytes (0 for flush/barrier) */
+	uint64_t len;                     /* bytes: the sum of iov for reads and
+					   * writes, the range for discards, 0
+					   * for flush/barrier */
+	const struct iovec *iov;          /* the data; the array is read at
+					   * submit, the buffers must stay
+					   * valid until completion */
+	uint64_t user_data;               /* handed back in the completion */
+	/* NULL: the completion is an entry for xbdfront_reap(); else it is
+	 * this call, in the thread that reaps (or fails) it. */
+	void (*done)(const struct xbdfront_cqe *cqe);
 };
 
 int xbdfront_get_info(struct xbdfront_dev *dev, struct xbdfront_info *out);
 unsigned int xbdfront_nr_queues(const struct xbdfront_dev *dev);
 
 /*
- * Submit on queue q (0..nr_queues-1).  len: bytes (0 for flush/barrier);
- * iov: the data of reads and writes (the array is copied; the buffers must
- * stay valid until completion; a write's data may be read after the call
- * returns).  Returns 0 when cb will be called exactly once, else -errno
- * (-EINVAL, -EROFS, -EOPNOTSUPP, -E2BIG above the pool, -EIO/-ENODEV when
- * the device is dead) and cb is never called.
+ * Queue n descriptors on queue q (0..nr_queues-1), in order, unpublished
+ * (xbdfront_commit publishes them; so does a descriptor shortage, which
+ * publishes what is queued before it waits).  A write's data may have
+ * been read when this returns.  Returns how many were taken (each
+ * completes exactly once), or, when the first one is refused, -errno:
+ * -EINVAL (bad descriptor, misaligned, beyond the disk), -EROFS,
+ * -EOPNOTSUPP, -E2BIG (larger than the queue's pool), -ENOTCONN, -EBUSY
+ * (every descriptor is a completion not yet reaped: reap first),
+ * -EIO/-ENODEV when the device is dead.  A count below n means sqe[count]
+ * was refused: submit it again to learn why.
  */
-int xbdfront_submit(struct xbdfront_dev *dev, unsigned int q, enum xbdfront_op op,
-		    uint64_t offset, uint64_t len, const struct iovec *iov, int iovcnt,
-		    xbdfront_cb cb, void *arg);
-/* Same, with the completion going to queue q's completion queue. */
-int xbdfront_submit_cq(struct xbdfront_dev *dev, unsigned int q, enum xbdfront_op op,
-		       uint64_t offset, uint64_t len, const struct iovec *iov, int iovcnt,
-		       uint64_t user_data);
-/* The fd to poll (POLLIN) for queue q. */
+int xbdfront_submit(struct xbdfront_dev *dev, unsigned int q, const struct xbdfront_sqe *sqe,
+		    unsigned int n);
+/* Publish what was queued on q: one index store, at most one
+ * notification.  0, or the -errno the device died with. */
+int xbdfront_commit(struct xbdfront_dev *dev, unsigned int q);
+/*
+ * Take the responses waiting on queue q's ring (no system call, unless
+ * xbdfront_wait saw an event: then the event channel is unmasked once
+ * the ring is drained), issue what waited for room, run the callbacks of
+ * what completed and hand back up to n completion entries.  Returns how
+ * many entries are in cqe (n may be 0 to run callbacks only), or, when
+ * there is none to give and the device is dead, its -errno.
+ */
+int xbdfront_reap(struct xbdfront_dev *dev, unsigned int q, struct xbdfront_cqe *cqe,
+		  unsigned int n);
+/*
+ * Block until queue q has something to reap, at most timeout_ms (-1:
+ * no limit): while requests are in flight it polls the ring (see
+ * poll_duration_us), then sleeps on the event channel, the queue's own
+ * wake-up (a failure, a freed descriptor) and extra_fd (when >= 0, for
+ * the caller's own wake-ups, POLLIN).  Returns 1 (reap now), 2 (extra_fd
+ * is readable; it is not read), 0 (timeout) or -errno.  After 1, call
+ * xbdfront_reap: an event seen here is acknowledged there (late EOI).
+ */
+int xbdfront_wait(struct xbdfront_dev *dev, unsigned int q, int timeout_ms, int extra_fd);
+/* What queue q did so far (for tests, benchmarks and tools). */
+struct xbdfront_queue_stats {
+	uint64_t submitted, completed, errors;
+	uint64_t commits;                 /* publishes that moved req_prod */
+	uint64_t notifies;                /* of them, those that signalled the backend */
+	uint64_t events;                  /* signals taken from the backend */
+	uint64_t polls, poll_hits;        /* xbdfront_wait spins, and those that found one */
+	uint64_t waits;                   /* submissions that waited for a descriptor */
+};
+int xbdfront_queue_stats(struct xbdfront_dev *dev, unsigned int q,
+			 struct xbdfront_queue_stats *out);
+
+/* The fd to poll (POLLIN) for queue q, for callers with their own
+ * event loop; call xbdfront_process() when it is readable. */
 int xbdfront_queue_fd(struct xbdfront_dev *dev, unsigned int q);
-/* Handle queue q's events; returns completions delivered or -errno. */
+/* After POLLIN on xbdfront_queue_fd: take the event and reap, running
+ * callbacks (entries stay queued for xbdfront_reap).  Returns the
+ * completions delivered, or -errno once the device is dead. */
 int xbdfront_process(struct xbdfront_dev *dev, unsigned int q);
-/* Up to n completion-queue entries of queue q; returns how many. */
-unsigned int xbdfront_reap(struct xbdfront_dev *dev, unsigned int q,
-			   struct xbdfront_cqe *cqe, unsigned int n);
 
 /*
  * Zero-copy buffers: len bytes (rounded up to pages) of memory granted to
  * the backend, page aligned.  Reads and writes whose iovec lies entirely in
  * such buffers, each piece aligned to the logical sector size, use them
- * directly instead of bouncing (other I/O is still bounced).  The backend
- * can read and write this memory at any time: keep nothing else in it.
- * Returns NULL with errno set.  Free only with no I/O pending on it;
- * xbdfront_buf_free returns -EBUSY (and keeps the buffer) while the backend
- * still maps it, -EINVAL for an address that is not a buffer.
+ * in place instead of bouncing (other I/O is still bounced); finding
+ * them takes no lock.  The backend can read and write this memory at any
+ * time: keep nothing else in it.  At most XBDFRONT_MAX_BUFS per device.
+ * Returns NULL with errno set (ENOSPC beyond that).  Free only with no
+ * I/O pending on it; xbdfront_buf_free returns -EBUSY (and keeps the
+ * buffer) while the backend still maps it, -EINVAL for an address that
+ * is not a buffer.
  */
+#define XBDFRONT_MAX_BUFS 64
 void *xbdfront_buf_alloc(struct xbdfront_dev *dev, size_t len);
 int xbdfront_buf_free(struct xbdfront_dev *dev, void *buf);
 

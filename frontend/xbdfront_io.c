@@ -10,7 +10,8 @@
  *   xbdfront-io [options] DOMID VDEV discard  discard --offset/--length
  *
  * One thread: verify uses the synchronous helpers; bench keeps --qd I/Os
- * in flight with the completion-queue API over every queue.  Exit status:
+ * in flight with descriptors and completion entries over every queue
+ * (one commit per queue per round).  Exit status:
  * 0 done, 1 failure (message on stderr), 2 usage.
  */
 #include <errno.h>
@@ -47,6 +48,8 @@ static const char usage[] =
 "  --no-recover        close the disk when the backend closes, as Linux\n"
 "                      xen-blkfront does (no reconnect on fresh rings)\n"
 "  --abi x86_64|x86_32 ring layout (default native)\n"
+"  --poll-duration-us N  spin at most N us on a ring with I/O in flight before\n"
+"                      sleeping (default 50, 0 = never)\n"
 "  --bytes N           verify: bytes to write in all (default 4194304)\n"
 "  --seed N            verify: pattern and offset seed (default 1)\n"
 "  --rw MODE           bench: read, write, randread, randwrite (default randread)\n"
@@ -74,7 +77,7 @@ struct args {
 
 enum { O_RUNDIR = 256, O_PLATFORM, O_TIMEOUT, O_QUEUES, O_ORDER, O_INDIRECT,
        O_NOPERS, O_ABI, O_BYTES, O_SEED, O_RW, O_BS, O_QD, O_SECONDS, O_ZC,
-       O_OFFSET, O_LENGTH, O_SECURE, O_NORECOVER };
+       O_OFFSET, O_LENGTH, O_SECURE, O_NORECOVER, O_POLL };
 
 static const struct option longopts[] = {
 	{ "rundir", required_argument, NULL, O_RUNDIR },
@@ -96,6 +99,7 @@ static const struct option longopts[] = {
 	{ "offset", required_argument, NULL, O_OFFSET },
 	{ "length", required_argument, NULL, O_LENGTH },
 	{ "secure", no_argument, NULL, O_SECURE },
+	{ "poll-duration-us", required_argument, NULL, O_POLL },
 	{ "help", no_argument, NULL, 'h' },
 	{ NULL, 0, NULL, 0 },
 };
@@ -127,6 +131,10 @@ static int set_opt(struct args *a, int c, const char *v)
 	case O_QUEUES: n = xbd_num(v, 64); a->opts.max_queues = (unsigned int)n; break;
 	case O_ORDER: n = xbd_num(v, 5); a->opts.max_ring_page_order = (unsigned int)n; break;
 	case O_INDIRECT: n = xbd_num(v, 4096); a->opts.max_indirect_segs = (unsigned int)n; break;
+	case O_POLL:
+		n = xbd_num(v, XBDFRONT_POLL_DURATION_US_MAX);
+		a->opts.poll_duration_us = (unsigned int)n;
+		break;
 	case O_BYTES: n = xbd_num(v, 1ull << 40); a->bytes = (uint64_t)n; break;
 	case O_SEED: n = xbd_num(v, UINT32_MAX); a->seed = (unsigned int)n; break;
 	case O_BS: n = xbd_num(v, 16u << 20); a->bs = (unsigned int)n; n = n ? n : -1; break;
@@ -254,15 +262,21 @@ struct bench {
 	const struct args *a;
 	uint64_t disk, next;          /* capacity; next sequential offset */
 	unsigned char *bufs;          /* qd buffers of bs bytes */
+	struct iovec *iov;            /* qd descriptors' data */
 	unsigned int state, nq;
 	bool write, random;
 };
 
+/* Queue the I/O of slot (on queue slot % nq); committed by the caller. */
 static int bench_submit(struct bench *b, unsigned int slot)
 {
 	uint64_t off, blocks = b->disk / b->a->bs;
-	struct iovec v = { b->bufs + (size_t)slot * b->a->bs, b->a->bs };
+	struct iovec *v = &b->iov[slot];
+	struct xbdfront_sqe sqe = { .op = b->write ? XBDFRONT_WRITE : XBDFRONT_READ,
+				    .iovcnt = 1, .len = b->a->bs, .iov = v, .user_data = slot };
+	int rc;
 
+	*v = (struct iovec){ b->bufs + (size_t)slot * b->a->bs, b->a->bs };
 	if (b->random) {
 		off = ((uint64_t)rand_r(&b->state) << 31 | (uint64_t)rand_r(&b->state)) % blocks;
 		off *= b->a->bs;
@@ -270,24 +284,24 @@ static int bench_submit(struct bench *b, unsigned int slot)
 		off = b->next;
 		b->next = b->next + b->a->bs + b->a->bs > b->disk ? 0 : b->next + b->a->bs;
 	}
-	return xbdfront_submit_cq(b->dev, slot % b->nq, b->write ? XBDFRONT_WRITE : XBDFRONT_READ,
-				  off, b->a->bs, &v, 1, slot);
+	sqe.offset = off;
+	rc = xbdfront_submit(b->dev, slot % b->nq, &sqe, 1);
+	return rc < 0 ? rc : 0;
 }
 
-/* Reap every queue; resubmit while running.  Returns completions or -errno. */
+/* Reap every queue; resubmit while running, one commit per queue.
+ * Returns completions or -errno. */
 static int bench_reap(struct bench *b, bool resubmit, uint64_t *inflight)
 {
 	struct xbdfront_cqe c[64];
-	unsigned int q, k, i;
-	int n = 0, rc;
+	unsigned int q, i;
+	int n = 0, k, rc;
 
 	for (q = 0; q < b->nq; q++) {
-		if ((rc = xbdfront_process(b->dev, q)) < 0)
-			return rc;
 		while ((k = xbdfront_reap(b->dev, q, c, 64)) > 0) {
-			for (i = 0; i < k; i++) {
-				if (c[i].status)
-					return c[i].status;
+			for (i = 0; i < (unsigned int)k; i++) {
+				if (c[i].res)
+					return c[i].res;
 				n++;
 				(*inflight)--;
 				if (resubmit && (rc = bench_submit(b, (unsigned int)c[i].user_data)))
@@ -295,8 +309,29 @@ static int bench_reap(struct bench *b, bool resubmit, uint64_t *inflight)
 				*inflight += resubmit;
 			}
 		}
+		if (k < 0)
+			return k;
+		if (resubmit && (rc = xbdfront_commit(b->dev, q)))
+			return rc;
 	}
 	return n;
+}
+
+/* Until something completes: the library's wait (its poll, then the
+ * event channel) with one queue, poll(2) over the queues' fds with more. */
+static void bench_wait(struct bench *b, struct pollfd *pfd)
+{
+	unsigned int q, n = b->nq < 16 ? b->nq : 16;
+
+	if (b->nq == 1) {
+		(void)xbdfront_wait(b->dev, 0, 100, -1);
+		return;
+	}
+	if (poll(pfd, n, 100) <= 0)
+		return;
+	for (q = 0; q < n; q++)
+		if (pfd[q].revents)
+			(void)xbdfront_process(b->dev, q);
 }
 
 static double now_s(void)
@@ -325,23 +360,29 @@ static int bench(struct xbdfront_dev *dev, const struct xbdfront_info *info,
 	if (!b.bufs)
 		return -ENOMEM;
 	memset(b.bufs, 0x5a, total);
+	b.iov = calloc(a->qd, sizeof(*b.iov));
+	if (!b.iov)
+		rc = -ENOMEM;
 	for (unsigned int q = 0; q < b.nq && q < 16; q++)
 		pfd[q] = (struct pollfd){ .fd = xbdfront_queue_fd(dev, q), .events = POLLIN };
 	t0 = now_s();
 	for (unsigned int s = 0; s < a->qd && !rc; s++, inflight++)
 		rc = bench_submit(&b, s);
+	for (unsigned int q = 0; q < b.nq && !rc; q++)
+		rc = xbdfront_commit(dev, q);
 	while (!rc && (t = now_s()) - t0 < a->seconds) {
-		poll(pfd, b.nq < 16 ? b.nq : 16, 100);
+		bench_wait(&b, pfd);
 		rc = bench_reap(&b, true, &inflight);
 		done += rc > 0 ? (uint64_t)rc : 0;
 		rc = rc < 0 ? rc : 0;
 	}
 	t = now_s() - t0;
 	while (!rc && inflight) {          /* drain, not counted */
-		poll(pfd, b.nq < 16 ? b.nq : 16, 100);
+		bench_wait(&b, pfd);
 		rc = bench_reap(&b, false, &inflight);
 		rc = rc < 0 ? rc : 0;
 	}
+	free(b.iov);
 	if (!rc)
 		printf("%s bs %u qd %u: %.0f iops, %.1f MiB/s\n", a->rw, a->bs, a->qd,
 		       done / t, done * (double)a->bs / t / (1 << 20));

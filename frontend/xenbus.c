@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * xenbus handshake of the frontend: the domain handle and its monitor
- * thread, xbdfront_open_in() and fe_xb_close().  See xenbus.h for the
+ * thread, xbdfront_open_in() and xb_close().  See xenbus.h for the
  * sequence and the transitions.
  *
  * Threads:
@@ -12,7 +12,7 @@
  *     connection's watch events.  For each event it bumps the generation
  *     (waking openers and closers) and, for a live device whose token
  *     came, calls fe_xb_on_peer_state() with the backend's state;
- *   - the closer: fe_xb_close() takes its device out of the monitor's
+ *   - the closer: xb_close() takes its device out of the monitor's
  *     hands (live = false under dispatch_lock) before its own waits.
  * The phase of a device is written by its opener until it is live, by the
  * monitor while it is live, by its closer afterwards.  Requests on the
@@ -75,7 +75,7 @@ struct xbdfront_domain {
 };
 
 struct fe_xb {
-	struct xbdfront_domain *d;    /* referenced until fe_xb_close */
+	struct xbdfront_domain *d;    /* referenced until xb_close */
 	struct xs_handle *xs;         /* d->xs */
 	struct xbd_platform *plat;    /* d->plat */
 	struct xbd_domain *dom;       /* d->claim */
@@ -91,10 +91,12 @@ struct fe_xb {
 	bool pending;                 /* our token came since the last dispatch */
 	unsigned int reconnects;
 	bool asked_probe;             /* PH_WAITING: we said Initialising */
-	bool failed;                  /* fatal() said Closing; fe_xb_close says Closed */
+	bool failed;                  /* fatal() said Closing; xb_close says Closed */
 	char why[200];                /* the first failure's reason, "" before */
 	struct fe_xb *next;           /* d->devs */
 };
+
+static void xb_close(struct fe_xb *xb, struct xbdfront_dev *dev);
 
 struct offer {
 	unsigned int max_queues, max_order;
@@ -119,7 +121,7 @@ static unsigned int read_opt(struct fe_xb *xb, const char *node, unsigned int de
 
 /* Our error node and Closing (xenbus_dev_fatal); the device is done.
  * The first reason is kept for xbdfront_open_in_why(); Closed follows
- * in fe_xb_close(), once the backend let go. */
+ * in xb_close(), once the backend let go. */
 static int __attribute__((format(printf, 3, 4)))
 fatal(struct fe_xb *xb, int err, const char *fmt, ...)
 {
@@ -213,10 +215,10 @@ static int clean_keys(struct xs_handle *xs, xs_transaction_t t, const char *fe)
 }
 
 static int write_queue(struct xs_handle *xs, xs_transaction_t t, const char *dir,
-		       struct fe_queue *q)
+		       struct fe_chan *c)
 {
 	xbd_grant_ref_t refs[1u << FE_RING_MAX_ORDER];
-	unsigned int n = fe_queue_ring_refs(q, refs), k;
+	unsigned int n = fe_chan_ring_refs(c, refs), k;
 	char node[16];
 	int rc = 0;
 
@@ -226,7 +228,7 @@ static int write_queue(struct xs_handle *xs, xs_transaction_t t, const char *dir
 		snprintf(node, sizeof(node), "ring-ref%u", k);
 		rc = xbd_xs_printf(xs, t, dir, node, "%u", refs[k]);
 	}
-	return rc ? rc : xbd_xs_printf(xs, t, dir, "event-channel", "%d", fe_queue_port(q));
+	return rc ? rc : xbd_xs_printf(xs, t, dir, "event-channel", "%d", fe_chan_port(c));
 }
 
 static int publish_txn(struct xs_handle *xs, xs_transaction_t t, void *arg)
@@ -241,13 +243,13 @@ static int publish_txn(struct xs_handle *xs, xs_transaction_t t, void *arg)
 	if (!rc && dev->par.order)
 		rc = xbd_xs_printf(xs, t, xb->fe, "ring-page-order", "%u", dev->par.order);
 	if (!rc && dev->par.nqueues == 1)
-		rc = write_queue(xs, t, xb->fe, dev->q[0]);
+		rc = write_queue(xs, t, xb->fe, fe_dev_chan(dev, 0));
 	if (!rc && dev->par.nqueues > 1)
 		rc = xbd_xs_printf(xs, t, xb->fe, "multi-queue-num-queues", "%u",
 				   dev->par.nqueues);
 	for (i = 0; dev->par.nqueues > 1 && i < dev->par.nqueues && !rc; i++) {
 		snprintf(dir, sizeof(dir), "%s/queue-%u", xb->fe, i);
-		rc = write_queue(xs, t, dir, dev->q[i]);
+		rc = write_queue(xs, t, dir, fe_dev_chan(dev, i));
 	}
 	if (!rc)
 		rc = xbd_xs_write(xs, t, xb->fe, "protocol", fe_abi_protocol(dev->par.abi));
@@ -328,10 +330,7 @@ static int finish(struct fe_xb *xb)
 /* Detached (or gone): pending I/O fails, we are Closed. */
 static void detach(struct fe_xb *xb, const char *why)
 {
-	unsigned int i;
-
-	for (i = 0; i < xb->dev->par.nqueues; i++)
-		fe_queue_fail_all(xb->dev->q[i], -ENODEV, why);
+	fe_dev_fail(xb->dev, -ENODEV, why);
 	(void)xbd_xenbus_set_state(xb->xs, xb->fe, XenbusStateClosing);
 	(void)xbd_xenbus_set_state(xb->xs, xb->fe, XenbusStateClosed);
 	xb->phase = PH_CLOSED;
@@ -365,13 +364,10 @@ static void recover(struct fe_xb *xb)
 static void resize(struct fe_xb *xb)
 {
 	uint64_t sectors;
-	unsigned int i;
 
 	if (xbd_xs_read_u64(xb->xs, XBT_NULL, xb->be, "sectors", 0, UINT64_MAX / 512, &sectors))
 		return;
-	fe_dev_set_sectors(xb->dev, sectors);
-	for (i = 0; i < xb->dev->par.nqueues; i++)
-		fe_queue_notify(xb->dev->q[i]);
+	fe_dev_set_sectors(xb->dev, sectors);    /* and signals every queue */
 }
 
 void fe_xb_on_peer_state(struct fe_xb *xb, enum xenbus_state state)
@@ -788,6 +784,7 @@ static int create_queues(struct fe_xb *xb)
 		 * offer ours as Linux blkfront does, decide in finish() */
 		.persistent = xb->opts.persistent,
 		.pool_pages = xb->opts.pool_pages,
+		.poll_us = xb->opts.poll_duration_us,
 	};
 	if (!par.nqueues)
 		par.nqueues = 1;
@@ -867,7 +864,8 @@ static int opts_ok(const struct xbdfront_opts *o)
 {
 	if (!o->max_queues || o->max_ring_page_order > FE_RING_MAX_ORDER ||
 	    o->max_indirect_segs > FE_MAX_INDIRECT_SEGS || o->abi > XBDFRONT_ABI_X86_32 ||
-	    o->pool_pages <= BLKIF_MAX_INDIRECT_PAGES_PER_REQUEST + 1)
+	    o->pool_pages <= 2 * BLKIF_MAX_INDIRECT_PAGES_PER_REQUEST ||
+	    o->poll_duration_us > XBDFRONT_POLL_DURATION_US_MAX)
 		return -EINVAL;
 	return 0;
 }
@@ -880,7 +878,7 @@ static struct fe_xb *xb_new(struct xbdfront_domain *d, const struct xbd_vdev *v,
 
 	if (!xb)
 		return NULL;
-	domain_get(d);                   /* dropped by fe_xb_close() */
+	domain_get(d);                   /* dropped by xb_close() */
 	xb->d = d;
 	xb->xs = d->xs;
 	xb->plat = d->plat;
@@ -942,7 +940,7 @@ int xbdfront_open_in_why(struct xbdfront_domain *d, const char *vdev,
 		if (xb->dev)
 			xbdfront_close(xb->dev);
 		else
-			fe_xb_close(xb, NULL);
+			xb_close(xb, NULL);
 		return rc;
 	}
 	go_live(xb);
@@ -987,10 +985,12 @@ static void wait_backend(struct fe_xb *xb, unsigned int mask)
 	(void)dom_wait_state(xb, mask | 1u << XenbusStateUnknown, CLOSE_WAIT_MS, NULL);
 }
 
-void fe_xb_close(struct fe_xb *xb, struct xbdfront_dev *dev)
+/* Take the device from the monitor, say Closing/Closed to the backend,
+ * destroy the device's channels (after the backend let go of them) and
+ * drop the device's domain reference (the last one releases the xenstore
+ * connection, the claim and the platform). */
+static void xb_close(struct fe_xb *xb, struct xbdfront_dev *dev)
 {
-	if (!xb)
-		return;
 	stop_live(xb);
 	if (dev && xb->phase != PH_CLOSED) {
 		/* Linux order: Closing, the backend disconnects (unmaps our
@@ -1018,10 +1018,18 @@ void fe_xb_close(struct fe_xb *xb, struct xbdfront_dev *dev)
 	}
 	unwatch_backend(xb);
 	if (dev) {
-		fe_dev_destroy_queues(dev);
-		fe_dev_bufs_destroy(dev);    /* before the claim can go */
+		fe_dev_destroy_queues(dev);  /* and the buffers: before the claim can go */
 		dev->xb = NULL;
 	}
 	domain_put(xb->d);               /* xb_new()'s reference */
 	free(xb);
+}
+
+void xbdfront_close(struct xbdfront_dev *dev)
+{
+	if (!dev)
+		return;
+	if (dev->xb)
+		xb_close(dev->xb, dev);      /* destroys the channels in its order */
+	fe_dev_free(dev);
 }

@@ -20,7 +20,7 @@
  *      or multi-queue-num-queues + queue-N/... (several), ring-page-order
  *      (when > 0), protocol, feature-persistent; then Initialised;
  *   6. wait (connect_timeout_ms) for Connected; Closing/timeout is an
- *      error node and Closing, then (fe_xb_close, once the backend is
+ *      error node and Closing, then (xbdfront_close, once the backend is
  *      Closing or Closed) Closed, as Linux blkfront_closing; the reason
  *      (the backend's `error` text, else ours) goes to the caller of
  *      xbdfront_open_in_why(); Closed with online = 1 is a backend that
@@ -52,14 +52,6 @@
 #include <xen/io/xenbus.h>
 
 struct fe_xb;
-
-/* Take the device from the monitor, say Closing/Closed to the backend,
- * destroy the device's queues (after the backend let go of them) and drop
- * the device's domain reference (the last one releases the xenstore
- * connection, the claim and the platform).  Called by xbdfront_close();
- * safe with NULL. */
-struct xbdfront_dev;
-void fe_xb_close(struct fe_xb *xb, struct xbdfront_dev *dev);
 
 /* One switch per backend transition (see above). */
 void fe_xb_on_peer_state(struct fe_xb *xb, enum xenbus_state state);

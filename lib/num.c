@@ -21,3 +21,10 @@ long long xbd_num(const char *s, unsigned long long max)
 		return -1;
 	return (long long)v;
 }
+
+long long xbd_num_in(const char *s, long long lo, long long hi)
+{
+	long long v = hi < 0 ? -1 : xbd_num(s, (unsigned long long)hi);
+
+	return v < lo ? -1 : v;
+}

@@ -10,9 +10,11 @@
  *
  * Completion threads ("reapers"): one per queue of each disk, started by
  * the watcher when it opens the disk and joined by it before the close.
- * A reaper sleeps in poll(2) on its queue's event-channel fd and the
- * disk's stop eventfd, and runs xbdfront_process() when the backend
- * signalled: the callbacks of fs.c answer the FUSE requests from there.
+ * A reaper waits in xbdfront_wait() (the library's short poll of the
+ * ring while requests are in flight, then its sleep on the queue's event
+ * channel and on the disk's stop eventfd) and runs xbdfront_reap() when
+ * there is something: the callbacks of fs.c answer the FUSE requests
+ * from there.
  * The reapers inherit the watcher's signal mask (the stop signals
  * blocked: they are main's).
  */
@@ -104,8 +106,8 @@ void disks_each(struct disks *t, void (*fn)(void *arg, const struct disk *d), vo
 }
 
 /* A completion thread: queue q of disk d (see the top of the file).  A
- * queue that died (xbdfront_process < 0: the device shut down, its I/O
- * failed) is not polled again; the thread then waits for the stop. */
+ * queue that died (xbdfront_reap < 0: the device shut down, its I/O
+ * failed) is not waited on again; the thread then waits for the stop. */
 struct reaper_arg {
 	struct disk *d;
 	unsigned int q;
@@ -114,20 +116,21 @@ struct reaper_arg {
 static void *reaper(void *arg)
 {
 	struct reaper_arg a = *(struct reaper_arg *)arg;
-	struct pollfd p[2] = {
-		{ .fd = a.d->stop_fd, .events = POLLIN },
-		{ .fd = xbdfront_queue_fd(a.d->dev, a.q), .events = POLLIN },
-	};
+	struct pollfd stop = { .fd = a.d->stop_fd, .events = POLLIN };
+	int rc;
 
 	free(arg);
 	for (;;) {
-		if (poll(p, 2, -1) < 0 && errno != EINTR)
+		/* the library polls the ring while requests are in flight,
+		 * then sleeps on the event channel and on our stop fd */
+		rc = xbdfront_wait(a.d->dev, a.q, -1, a.d->stop_fd);
+		if (rc == 2 || (rc < 0 && rc != -EINTR))
 			break;
-		if (p[0].revents)
+		if (rc == 1 && xbdfront_reap(a.d->dev, a.q, NULL, 0) < 0)
 			break;
-		if (p[1].revents && xbdfront_process(a.d->dev, a.q) < 0)
-			p[1].fd = -1;
 	}
+	while (rc != 2 && poll(&stop, 1, -1) < 0 && errno == EINTR)
+		;            /* dead: its I/O failed; wait for the stop */
 	return NULL;
 }
 

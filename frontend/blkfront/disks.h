@@ -10,7 +10,7 @@
  * length of one request: from the handler until the request is answered,
  * which for I/O is the completion callback.  Each disk has one completion
  * thread per queue (started with the disk, stopped before it is closed):
- * it polls the queue's fd and runs xbdfront_process(), so the callbacks
+ * it waits with xbdfront_wait() and runs xbdfront_reap(), so the callbacks
  * of that queue's I/O run there (or on whichever thread fails the I/O).
  * Lifetime: a disk is unlinked from the table when its vbd goes away
  * (the toolstack detached it, or the device died); the watcher then waits

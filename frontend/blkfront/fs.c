@@ -12,7 +12,7 @@
  * handlers.  A read, write, fsync or fallocate handler only submits: it
  * takes a reference on the disk, puts the request on one of the disk's
  * queues (round robin, as blk-mq spreads CPUs over hardware queues) with
- * xbdfront_submit() and returns.  The answer (fuse_reply_*) comes from
+ * xbdfront_submit() and xbdfront_commit() and returns.  The answer (fuse_reply_*) comes from
  * io_done(), the completion callback, on the disk's completion thread of
  * that queue (disks.c) or on the thread that failed the I/O.  So the
  * kernel's queue depth (FS_MAX_BACKGROUND requests of asynchronous
@@ -166,7 +166,7 @@ static struct fs_io *io_new(fuse_req_t req, struct disk *d, enum fs_io_kind kind
 	return io;
 }
 
-/* The completion callback (xbdfront_cb): answer, drop the reference. */
+/* The completion (through io_cqe): answer, drop the reference. */
 static void io_done(void *arg, int status)
 {
 	struct fs_io *io = arg;
@@ -184,15 +184,37 @@ static void io_done(void *arg, int status)
 	free(io);
 }
 
+/* The descriptor's completion (the disk's completion thread). */
+static void io_cqe(const struct xbdfront_cqe *cqe)
+{
+	io_done((void *)(uintptr_t)cqe->user_data, cqe->res);
+}
+
+/* Submit and publish one request on the disk's next queue: buf (len
+ * bytes, NULL for flush) at off; done gets cqe->user_data = arg.
+ * Returns 0 (done will run) or -errno (it will not). */
+static int submit_one(struct disk *d, enum xbdfront_op op, void *buf, uint64_t off,
+		      uint64_t len, void (*done)(const struct xbdfront_cqe *), void *arg)
+{
+	struct iovec v = { buf, (size_t)len };
+	unsigned int q = __atomic_fetch_add(&d->rr, 1, __ATOMIC_RELAXED) % d->nq;
+	struct xbdfront_sqe sqe = { .op = (uint8_t)op, .iovcnt = buf ? 1 : 0, .offset = off,
+				    .len = len, .iov = buf ? &v : NULL,
+				    .user_data = (uintptr_t)arg, .done = done };
+	int rc = xbdfront_submit(d->dev, q, &sqe, 1);
+
+	if (rc < 0)
+		return rc;
+	(void)xbdfront_commit(d->dev, q);    /* a dead device fails the request itself */
+	return 0;
+}
+
 /* Submit op on the disk's next queue; len bytes of io->data for reads
  * and writes.  io_done answers in every case. */
 static void io_submit(struct fs_io *io, enum xbdfront_op op, uint64_t off, uint64_t len)
 {
-	struct iovec v = { io->data, (size_t)len };
-	bool data = io->kind != FS_STATUS;
-	unsigned int q = __atomic_fetch_add(&io->d->rr, 1, __ATOMIC_RELAXED) % io->d->nq;
-	int rc = xbdfront_submit(io->d->dev, q, op, off, len, data ? &v : NULL, data ? 1 : 0,
-				 io_done, io);
+	int rc = submit_one(io->d, op, io->kind != FS_STATUS ? io->data : NULL, off, len, io_cqe,
+			    io);
 
 	if (rc)
 		io_done(io, rc);
@@ -207,12 +229,12 @@ struct fs_wait {
 	int status;
 };
 
-static void wait_done(void *arg, int status)
+static void wait_done(const struct xbdfront_cqe *cqe)
 {
-	struct fs_wait *w = arg;
+	struct fs_wait *w = (void *)(uintptr_t)cqe->user_data;
 
 	pthread_mutex_lock(&w->lock);
-	w->status = status;
+	w->status = cqe->res;
 	w->done = true;
 	pthread_cond_signal(&w->cond);
 	pthread_mutex_unlock(&w->lock);
@@ -222,9 +244,7 @@ static void wait_done(void *arg, int status)
 static int sync_io(struct disk *d, enum xbdfront_op op, void *buf, size_t len, uint64_t off)
 {
 	struct fs_wait w = { PTHREAD_MUTEX_INITIALIZER, PTHREAD_COND_INITIALIZER, false, 0 };
-	struct iovec v = { buf, len };
-	unsigned int q = __atomic_fetch_add(&d->rr, 1, __ATOMIC_RELAXED) % d->nq;
-	int rc = xbdfront_submit(d->dev, q, op, off, len, &v, 1, wait_done, &w);
+	int rc = submit_one(d, op, buf, off, len, wait_done, &w);
 
 	pthread_mutex_lock(&w.lock);
 	while (!rc && !w.done)

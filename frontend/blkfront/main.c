@@ -22,9 +22,9 @@
 #include <sys/stat.h>
 
 #include "frontend/blkfront/disks.h"
-#include "frontend/blkfront/domain.h"
 #include "frontend/blkfront/fs.h"
 #include "lib/log.h"
+#include "lib/num.h"
 #include "lib/platform/platform.h"
 
 static const char usage[] =
@@ -47,6 +47,9 @@ static const char usage[] =
 "  --max_ring_page_order=N    ring pages 2^N per queue, 0..5 (default 0)\n"
 "  --max_indirect_segments=N  indirect segments, 0 = off (default 32)\n"
 "  --feature_persistent=0|1   offer persistent grants (default 1)\n"
+"  --poll_duration_us=N       spin at most N us on a queue with requests in\n"
+"                             flight before sleeping (default 50, 0 = never;\n"
+"                             an idle disk never spins)\n"
 "other options:\n"
 "  --mount DIR        where the files appear (created if missing)\n"
 "  --rundir DIR       the local machine's directory (default $XBD_RUNDIR)\n"
@@ -65,7 +68,7 @@ struct args {
 };
 
 enum { O_MOUNT = 256, O_RUNDIR, O_PLATFORM, O_TIMEOUT, O_QUEUES, O_ORDER, O_INDIRECT,
-       O_PERSISTENT, O_DOMAIN };
+       O_PERSISTENT, O_DOMAIN, O_POLL };
 
 static const struct option longopts[] = {
 	{ "domain", required_argument, NULL, O_DOMAIN },
@@ -77,6 +80,7 @@ static const struct option longopts[] = {
 	{ "max_ring_page_order", required_argument, NULL, O_ORDER },
 	{ "max_indirect_segments", required_argument, NULL, O_INDIRECT },
 	{ "feature_persistent", required_argument, NULL, O_PERSISTENT },
+	{ "poll_duration_us", required_argument, NULL, O_POLL },
 	{ "help", no_argument, NULL, 'h' },
 	{ NULL, 0, NULL, 0 },
 };
@@ -90,11 +94,15 @@ static int set_opt(struct args *a, int c, const char *v)
 	case O_MOUNT: a->mount = v; return 0;
 	case O_RUNDIR: a->opts.rundir = v; return 0;
 	case O_PLATFORM: a->opts.platform = v; return 0;
-	case O_TIMEOUT: n = guest_num(v, 1, 3600000); a->opts.connect_timeout_ms = (unsigned int)n; break;
-	case O_QUEUES: n = guest_num(v, 1, 64); a->opts.max_queues = (unsigned int)n; break;
-	case O_ORDER: n = guest_num(v, 0, 5); a->opts.max_ring_page_order = (unsigned int)n; break;
-	case O_INDIRECT: n = guest_num(v, 0, 4096); a->opts.max_indirect_segs = (unsigned int)n; break;
-	case O_PERSISTENT: n = guest_num(v, 0, 1); a->opts.persistent = n == 1; break;
+	case O_TIMEOUT: n = xbd_num_in(v, 1, 3600000); a->opts.connect_timeout_ms = (unsigned int)n; break;
+	case O_QUEUES: n = xbd_num_in(v, 1, 64); a->opts.max_queues = (unsigned int)n; break;
+	case O_ORDER: n = xbd_num_in(v, 0, 5); a->opts.max_ring_page_order = (unsigned int)n; break;
+	case O_INDIRECT: n = xbd_num_in(v, 0, 4096); a->opts.max_indirect_segs = (unsigned int)n; break;
+	case O_PERSISTENT: n = xbd_num_in(v, 0, 1); a->opts.persistent = n == 1; break;
+	case O_POLL:
+		n = xbd_num_in(v, 0, XBDFRONT_POLL_DURATION_US_MAX);
+		a->opts.poll_duration_us = (unsigned int)n;
+		break;
 	default: return -1;
 	}
 	if (n < 0)
@@ -164,10 +172,9 @@ static int prepare_mount(const char *dir)
 static int claim(unsigned int domid, const struct xbdfront_opts *o,
 		 struct xbdfront_domain **out)
 {
-	struct xbd_platform *p = NULL;
-	struct xbd_domain_info info = { 0 };
-	enum xbd_platform_kind kind;
-	int rc = xbdfront_domain_open(domid, o, out);
+	char id[16];
+	unsigned int same;
+	int claimer = 0, rc = xbdfront_domain_open(domid, o, out);
 
 	if (rc == -EPERM && o->platform && !strcmp(o->platform, "xen")) {
 		log_err("domain %u: on Xen a frontend can only be the domain it runs in "
@@ -179,12 +186,10 @@ static int claim(unsigned int domid, const struct xbdfront_opts *o,
 			log_err("domain %u: cannot claim it: %s", domid, strerror(-rc));
 		return rc;
 	}
-	if (!xbd_platform_kind_parse(o->platform ? o->platform : "auto", &kind) &&
-	    !xbd_platform_open(kind, o->rundir, &p))
-		(void)xbd_domain_get_info(p, (xbd_domid_t)domid, &info);
-	xbd_platform_close(p);
+	snprintf(id, sizeof(id), "%u", domid);
+	(void)xbdfront_domain_resolve(id, o, &same, &claimer);
 	log_err("domain %u is already claimed by process %d (another xbd-blkfront or "
-		"fio engine is this guest)", domid, (int)info.claimed_by);
+		"fio engine is this guest)", domid, claimer);
 	return rc;
 }
 
@@ -240,7 +245,7 @@ int main(int argc, char **argv)
 	/* everything below (the library, the watcher) sees the resolved kind */
 	a.opts.platform = xbd_platform_kind_name(kind);
 	rc = xbd_platform_open(kind, a.opts.rundir, &plat);
-	rc = rc ? rc : guest_resolve_domain(plat, a.domain, &domid);
+	rc = rc ? rc : xbdfront_domain_resolve(a.domain, &a.opts, &domid, NULL);
 	if (rc) {
 		log_err("domain %s: %s", a.domain ? a.domain : "(this one)", strerror(-rc));
 		goto out;

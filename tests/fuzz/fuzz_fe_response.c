@@ -1,25 +1,27 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * fuzz_fe_response: a hostile backend's responses against the frontend's
- * real ring and request layer (frontend/ring.c, frontend/request.c).
+ * real channel (frontend/channel.c with ring.c, request.c, gntpool.c) on
+ * the real local platform (a private run directory on /dev/shm; this
+ * process is the guest, domain 1, and maps the rings as domain 0).
  *
  * One input: the limits the backend offered, up to 16 application I/Os
- * (every op), then rounds of responses.  The harness issues the I/Os on
- * the ring with the real fe_io_issue_one (indirect pages from a stub pool
- * that checks every page comes back exactly once), then plays the backend:
- * each round writes responses into the ring slots in the ABI's layout and
- * publishes rsp_prod (or any raw value).  A response names an in-flight id
- * with its operation (what a correct backend sends), or anything (raw id,
- * flipped operation, any status).  The frontend consumes them with
- * fe_ring_fetch_rsp + fe_io_complete; when the ring breaks (or a round
- * asks for it) the harness recovers as a reconnect does
- * (fe_shadow_recover, fresh ring) and issues the requeued I/Os again.
+ * (every op, data as iovecs cut in pieces), then rounds of responses.
+ * The harness submits the I/Os on a fresh channel (bounce and indirect
+ * pages from its grant pool), then plays the backend: it copies every
+ * request published, and each round writes responses into the ring slots
+ * in the ABI's layout and publishes rsp_prod (or any raw value).  A
+ * response names an unanswered request's id with its operation (what a
+ * correct backend sends), or anything (raw id, flipped operation, any
+ * status).  The channel takes them in xbdfront_reap's path (fe_chan_reap);
+ * a round may ask for a reconnect (fe_chan_reset: fresh ring, requests
+ * taken back and issued again).  A broken ring kills the channel, as in
+ * the library; the input then ends.
  *
- * Checked: no crash/UB/leak; an I/O's completion is reported once, only
- * when none of its requests is on the ring, with 0, -EIO or -EOPNOTSUPP;
- * the shadow table and the ring agree on what is in flight; every
- * indirect page goes back to the pool; after the final recovery nothing
- * is in flight.
+ * Checked: no crash/UB/leak; every accepted I/O completes exactly once,
+ * with 0, -EIO, -EOPNOTSUPP or -ENODEV (the final teardown); refused ones
+ * never; once the channel is gone every pool page came back (the pool
+ * asserts it).
  *
  * Input layout: struct fz_hdr, nios x struct fz_io, then rounds of
  * struct fz_round + nrsp x struct fz_rsp until the input ends.
@@ -30,12 +32,16 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "frontend/request.h"
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include "frontend/channel.h"
 #include "tests/fuzz/fuzz.h"
 
 #define FZ_IOS 16u
-#define FZ_POOL 64u
-#define FZ_MAX_FRAGS 512u
+#define FZ_POOL 4096u          /* pages: more than 16 I/Os of 256 KiB */
+#define FZ_MAX_PIECES 64u
+#define FZ_DATA (16u * 512 * 4096)
 
 struct fz_hdr {
 	uint8_t cfg0;          /* bit0 x86_32, bits1-3 order%6, bit4 read-only,
@@ -47,10 +53,10 @@ struct fz_hdr {
 } __attribute__((packed));
 
 struct fz_io {
-	uint8_t op;            /* % 6: enum fe_op */
+	uint8_t op;            /* % 6: enum xbdfront_op */
 	uint16_t block;        /* offset in logical blocks */
 	uint16_t nblocks;      /* length in logical blocks (rw: % 512 + 1) */
-	uint8_t frag_blocks;   /* blocks per fragment (rw), % per-page + 1 */
+	uint8_t frag_blocks;   /* blocks per iovec piece (rw), % per-page + 1 */
 } __attribute__((packed));
 
 struct fz_round {
@@ -67,214 +73,193 @@ struct fz_rsp {
 	uint64_t raw_id;
 } __attribute__((packed));
 
-/* ---- indirect-page pool stub ---------------------------------------------- */
+/* ---- the machine (made once) ----------------------------------------------- */
 
-static uint8_t pool_mem[FZ_POOL][4096] __attribute__((aligned(4096)));
-static bool pool_out[FZ_POOL];
+static struct {
+	char dir[64];
+	struct xbd_platform *p;
+	struct xbd_domain *dom;
+	struct xbd_gnttab *gt;          /* the backend's view */
+	struct fe_bufs bufs;            /* none: every I/O is bounced */
+} M;
 
-static int pool_get(void *ctx, struct fe_page *out)
+static uint8_t data[FZ_DATA] __attribute__((aligned(4096)));
+
+static void machine_down(void)
 {
-	(void)ctx;
-	for (unsigned int i = 0; i < FZ_POOL; i++) {
-		if (pool_out[i])
-			continue;
-		pool_out[i] = true;
-		out->addr = pool_mem[i];
-		out->gref = 5000 + i;
-		return 0;
+	char cmd[96];
+
+	xbd_gnttab_close(M.gt);
+	fe_bufs_destroy(&M.bufs);
+	xbd_domain_release(M.dom);
+	(void)xbd_domain_destroy(M.p, 1, true);
+	xbd_platform_close(M.p);
+	snprintf(cmd, sizeof(cmd), "rm -rf %s", M.dir);
+	if (system(cmd)) {
+		/* best effort */
 	}
-	return -EAGAIN;
 }
 
-static void pool_put(void *ctx, const struct fe_page *pg)
+static void machine_up(void)
 {
-	unsigned int i = pg->gref - 5000;
-
-	(void)ctx;
-	CHECK(i < FZ_POOL && pg->addr == pool_mem[i] && pool_out[i]);
-	pool_out[i] = false;
+	if (M.p)
+		return;
+	snprintf(M.dir, sizeof(M.dir), "%s/xbd-fuzz-fe-XXXXXX",
+		 access("/dev/shm", W_OK) ? "/tmp" : "/dev/shm");
+	CHECK(mkdtemp(M.dir));
+	CHECK(xbd_platform_open(XBD_PLATFORM_LOCAL, M.dir, &M.p) == 0);
+	CHECK(xbd_domain_create(M.p, 1, "fuzz", 64u << 20) == 0);
+	CHECK(xbd_domain_claim(M.p, 1, &M.dom) == 0);
+	CHECK(xbd_gnttab_open(M.p, 0, &M.gt) == 0);
+	fe_bufs_init(&M.bufs, M.dom, 0);
+	atexit(machine_down);
 }
-
-static const struct fe_page_ops pool_ops = { pool_get, pool_put, NULL };
 
 /* ---- the I/Os ----------------------------------------------------------- */
 
 struct app {
-	struct fe_io io;
-	struct fe_frag frags[FZ_MAX_FRAGS];
-	bool valid;            /* fe_io_prepare accepted it */
-	bool waiting;          /* has requests to issue */
-	unsigned int done;     /* completions reported */
+	struct xbdfront_sqe sqe;
+	struct iovec iov[FZ_MAX_PIECES];
+	bool accepted;                 /* fe_chan_submit took it */
+	unsigned int done;             /* completions reported */
+	int status;
 };
 
 static struct app apps[FZ_IOS];
 static unsigned int napps;
 
-static void io_done(struct app *a, int status)
+static void io_done(const struct xbdfront_cqe *cqe)
 {
+	struct app *a = &apps[cqe->user_data];
+
+	CHECK(cqe->user_data < napps && a->accepted);
 	CHECK(a->done == 0);
-	CHECK(a->io.pending == 0 && a->io.issued_all);
-	CHECK(status == 0 || status == -EIO || status == -EOPNOTSUPP);
+	CHECK(cqe->res == 0 || cqe->res == -EIO || cqe->res == -EOPNOTSUPP ||
+	      cqe->res == -ENODEV);
 	a->done++;
-	a->waiting = false;
+	a->status = cqe->res;
 }
 
-static void requeue(struct fe_io *io, void *arg)
+static void setup_io(unsigned int i, const struct fz_io *in, unsigned int ss)
 {
-	struct app *a = (struct app *)io;
-
-	(void)arg;
-	CHECK(a->valid && !a->done);
-	a->waiting = true;
-}
-
-static void setup_io(struct app *a, const struct fz_io *in, const struct fe_limits *lim)
-{
-	unsigned int ss = lim->sector_size, per_page = 4096 / ss;
-	uint64_t len;
+	struct app *a = &apps[i];
+	unsigned int per_page = 4096 / ss, n = 0;
+	uint64_t len = 0, piece, off;
 
 	memset(a, 0, sizeof(*a));
-	a->io.op = (enum fe_op)(in->op % 6);
-	a->io.offset = (uint64_t)in->block * ss;
-	if (a->io.op == FE_OP_READ || a->io.op == FE_OP_WRITE) {
-		unsigned int fb = in->frag_blocks % per_page + 1;
-
+	a->sqe.op = in->op % 6;
+	a->sqe.offset = (uint64_t)in->block * ss;
+	a->sqe.user_data = i;
+	a->sqe.done = io_done;
+	if (a->sqe.op == XBDFRONT_READ || a->sqe.op == XBDFRONT_WRITE) {
 		len = (uint64_t)(in->nblocks % 512 + 1) * ss;
-		a->io.len = len;
-		for (uint64_t off = 0; off < len && a->io.nfrags < FZ_MAX_FRAGS;) {
-			uint64_t l = len - off < (uint64_t)fb * ss ? len - off : (uint64_t)fb * ss;
+		piece = (uint64_t)(in->frag_blocks % per_page + 1) * ss;
+		for (off = 0; off < len && n < FZ_MAX_PIECES; n++) {
+			uint64_t l = len - off < piece || n == FZ_MAX_PIECES - 1 ? len - off : piece;
 
-			a->frags[a->io.nfrags++] = (struct fe_frag){
-				.gref = 100 + a->io.nfrags, .offset = 0, .len = (uint16_t)l };
+			a->iov[n] = (struct iovec){ data + (size_t)i * 512 * 4096 + off, l };
 			off += l;
 		}
-		a->io.frags = a->frags;
-	} else if (a->io.op >= FE_OP_DISCARD) {
-		a->io.len = (uint64_t)in->nblocks * ss;
+		a->sqe.iov = a->iov;
+		a->sqe.iovcnt = (uint16_t)n;
+	} else if (a->sqe.op >= XBDFRONT_DISCARD) {
+		len = (uint64_t)in->nblocks * ss;
+	} else {
+		a->sqe.offset = 0;
 	}
-	a->valid = fe_io_prepare(lim, &a->io) == 0;
-	a->waiting = a->valid;
+	a->sqe.len = len;
 }
 
-/* ---- the frontend's side ---------------------------------------------------- */
+/* ---- the backend's side ------------------------------------------------------ */
 
-struct fe_state {
-	struct fe_limits lim;
-	struct fe_ring ring;
-	struct fe_shadow_table t;
+struct be_state {
+	struct fe_chan *c;
 	enum fe_abi abi;
-	unsigned int order;
-	void *sring;
-	uint32_t bprod;        /* the fake backend's rsp_prod_pvt */
+	unsigned int order, size;
+	uint8_t *sring;                 /* mapped as domain 0 */
+	uint32_t seen;                  /* requests copied */
+	uint32_t bprod;                 /* responses written */
+	uint8_t op[1024];               /* per id: the op its answer carries, 0xff none */
 };
 
-static void check_consistent(const struct fe_state *s)
+static uint8_t *slot(struct be_state *b, uint32_t idx)
 {
-	if (!fe_ring_is_broken(&s->ring))
-		CHECK(fe_shadow_in_flight(&s->t) == fe_ring_in_flight(&s->ring));
-	for (unsigned int i = 0; i < napps; i++)
-		if (apps[i].done)
-			CHECK(apps[i].io.pending == 0);
+	unsigned int stride = b->abi == FE_ABI_X86_32 ? 108 : 112;
+
+	return b->sring + 64 + (size_t)(idx & (b->size - 1)) * stride;
 }
 
-/* Issue what can be issued, in order (as the queue's wait list does). */
-static void issue_all(struct fe_state *s)
+/* Copy every request published since the last look. */
+static void take_requests(struct be_state *b)
 {
-	for (unsigned int i = 0; i < napps; i++) {
-		struct app *a = &apps[i];
-		int rc = 1;
+	uint32_t prod = __atomic_load_n((uint32_t *)b->sring, __ATOMIC_ACQUIRE);
 
-		while (a->waiting && rc == 1)
-			rc = fe_io_issue_one(&s->t, &s->lim, &s->ring, &pool_ops, &a->io);
-		if (rc == 0) {
-			a->waiting = false;
-			if (a->io.pending == 0)
-				io_done(a, a->io.status);   /* nothing left on the ring */
-		}
-		if (rc < 0 && rc != -EAGAIN)
-			CHECK(rc == -EIO && fe_ring_is_broken(&s->ring));
-		if (rc == -EAGAIN || rc == -EIO)
-			break;
+	for (; b->seen != prod; b->seen++) {
+		const uint8_t *q = slot(b, b->seen);
+		uint64_t id = 0;
+
+		memcpy(&id, q + (b->abi == FE_ABI_X86_32 ? 4 : 8), 8);
+		CHECK(id < b->size && b->op[id] == 0xff);     /* the frontend's ids are sane */
+		b->op[id] = q[0] == BLKIF_OP_INDIRECT ? q[1] : q[0];
 	}
-	fe_ring_push(&s->ring);
-	check_consistent(s);
 }
 
-static int ring_new(struct fe_state *s)
+static void ring_map(struct be_state *b)
 {
-	size_t bytes = (size_t)4096 << s->order;
+	xbd_grant_ref_t refs[32];
+	unsigned int n = fe_chan_ring_refs(b->c, refs);
 
-	free(s->sring);
-	fe_ring_destroy(&s->ring);
-	if (posix_memalign(&s->sring, 4096, bytes))
-		return -ENOMEM;
-	memset(s->sring, 0, bytes);
-	s->bprod = 0;
-	return fe_ring_init(&s->ring, s->sring, s->order, s->abi);
+	CHECK(xbd_gnttab_map(M.gt, 1, n, refs, PROT_READ | PROT_WRITE, (void **)&b->sring) == 0);
+	b->size = 32u << b->order;
+	b->seen = b->bprod = 0;
+	memset(b->op, 0xff, sizeof(b->op));
+}
+
+static void ring_unmap(struct be_state *b)
+{
+	if (b->sring)
+		CHECK(xbd_gnttab_unmap(M.gt, b->sring, 1u << b->order) == 0);
+	b->sring = NULL;
 }
 
 /* Write one response where the backend would (entry bprod). */
-static void put_rsp(struct fe_state *s, const struct fz_rsp *in)
+static void put_rsp(struct be_state *b, const struct fz_rsp *in)
 {
-	unsigned int stride = s->abi == FE_ABI_X86_32 ? 108 : 112;
-	uint8_t *slot = (uint8_t *)s->sring + 64 + (size_t)(s->bprod & (s->ring.size - 1)) * stride;
-	uint32_t inflight[1024], n = 0;
+	uint32_t open[1024], n = 0;
 	uint64_t id = in->raw_id;
-	uint8_t op = 0;
+	uint8_t op = 0, *s = slot(b, b->bprod);
 	int16_t status = in->status;
 
-	s->bprod++;
+	b->bprod++;
 	if (in->mode & 2)
 		return;                 /* a stale slot */
-	for (uint32_t i = 0; i < s->t.size && n < 1024; i++)
-		if (s->t.ent[i].io)
-			inflight[n++] = i;
+	for (uint32_t i = 0; i < b->size; i++)
+		if (b->op[i] != 0xff)
+			open[n++] = i;
 	if (!(in->mode & 1) && n) {
-		id = inflight[in->pick % n];
-		op = s->t.ent[id].operation;
+		id = open[in->pick % n];
+		op = b->op[id];
 	}
 	op ^= in->op_xor;
-	memcpy(slot, &id, 8);
-	slot[8] = op;
-	slot[9] = 0;
-	memcpy(slot + 10, &status, 2);
+	if (id < b->size && b->op[id] == op)
+		b->op[id] = 0xff;       /* a valid answer: that request is done */
+	memcpy(s, &id, 8);
+	s[8] = op;
+	s[9] = 0;
+	memcpy(s + 10, &status, 2);
 }
 
-static void consume(struct fe_state *s)
+static bool setup(struct be_state *b, struct cursor *c, struct fe_limits *lim)
 {
-	struct fe_rsp rsp;
-	int rc;
-
-	while ((rc = fe_ring_fetch_rsp(&s->ring, &rsp)) == 1) {
-		struct fe_io *io = fe_io_complete(&s->t, &s->lim, &pool_ops, &rsp);
-
-		if (io)
-			io_done((struct app *)io, io->status);
-		check_consistent(s);
-	}
-	CHECK(rc == 0 || (rc == -EIO && fe_ring_is_broken(&s->ring)));
-	/* Re-arm rsp_event, as the queue does before sleeping; a response
-	 * that slipped in meanwhile is taken in the next round. */
-	if (rc == 0)
-		fe_ring_final_check(&s->ring);
-}
-
-static void reconnect(struct fe_state *s)
-{
-	fe_shadow_recover(&s->t, &pool_ops, requeue, NULL);
-	CHECK(fe_shadow_in_flight(&s->t) == 0);
-	CHECK(ring_new(s) == 0);
-}
-
-static bool setup(struct fe_state *s, struct cursor *c)
-{
+	struct fe_chan_params par = { .backend = 0, .persistent = true, .max_pages = FZ_POOL,
+				      .bufs = &M.bufs };
 	struct fz_hdr h;
 
 	take(c, &h, sizeof(h));
-	memset(s, 0, sizeof(*s));
-	s->abi = (h.cfg0 & 1) ? FE_ABI_X86_32 : FE_ABI_X86_64;
-	s->order = ((h.cfg0 >> 1) & 7) % (FE_RING_MAX_ORDER + 1);
-	s->lim = (struct fe_limits){
+	memset(b, 0, sizeof(*b));
+	b->abi = (h.cfg0 & 1) ? FE_ABI_X86_32 : FE_ABI_X86_64;
+	b->order = ((h.cfg0 >> 1) & 7) % (FE_RING_MAX_ORDER + 1);
+	*lim = (struct fe_limits){
 		.handle = 0x300,
 		.sector_size = 512u << ((h.cfg1 >> 1) & 3),
 		.max_indirect_segs = h.max_indirect % (FE_MAX_INDIRECT_SEGS + 1),
@@ -284,59 +269,84 @@ static bool setup(struct fe_state *s, struct cursor *c)
 		.discard = h.cfg0 & 0x80,
 		.discard_secure = h.cfg1 & 1,
 	};
-	if (s->lim.max_indirect_segs <= BLKIF_MAX_SEGMENTS_PER_REQUEST)
-		s->lim.max_indirect_segs = 0;
-	s->lim.sectors = ((uint64_t)h.disk_blocks + 1) * (s->lim.sector_size / 512);
-	CHECK(fe_limits_check(&s->lim) == 0);
-	if (ring_new(s) || fe_shadow_init(&s->t, s->ring.size))
+	if (lim->max_indirect_segs <= BLKIF_MAX_SEGMENTS_PER_REQUEST)
+		lim->max_indirect_segs = 0;
+	lim->sectors = ((uint64_t)h.disk_blocks + 1) * (lim->sector_size / 512);
+	CHECK(fe_limits_check(lim) == 0);
+	par.order = b->order;
+	par.abi = b->abi;
+	if (fe_chan_create(M.p, M.dom, &par, &b->c))
 		return false;
+	ring_map(b);
+	CHECK(fe_chan_connect(b->c, lim) == 0);
 	napps = h.nios % (FZ_IOS + 1);
 	for (unsigned int i = 0; i < napps; i++) {
 		struct fz_io in;
 
 		take(c, &in, sizeof(in));
-		setup_io(&apps[i], &in, &s->lim);
+		setup_io(i, &in, lim->sector_size);
 	}
 	return true;
 }
 
-int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
+static void submit_all(struct be_state *b)
 {
-	struct cursor c = { data, size };
-	struct fe_state s;
+	for (unsigned int i = 0; i < napps; i++)
+		apps[i].accepted = fe_chan_submit(b->c, &apps[i].sqe, 1) == 1;
+	CHECK(fe_chan_commit(b->c) == 0);
+	take_requests(b);
+}
+
+/* A reconnect: the backend lets go, the frontend gets a fresh ring and
+ * takes every request back onto it. */
+static void reconnect(struct be_state *b, const struct fe_limits *lim)
+{
+	ring_unmap(b);
+	CHECK(fe_chan_reset(b->c, b->order, b->abi) == 0);
+	ring_map(b);
+	CHECK(fe_chan_connect(b->c, lim) == 0);
+	take_requests(b);
+}
+
+int LLVMFuzzerTestOneInput(const uint8_t *in, size_t size)
+{
+	struct cursor c = { in, size };
+	struct fe_limits lim;
+	struct be_state b;
 	struct fz_round round;
 	int rounds = 0;
 
-	if (!setup(&s, &c))
+	machine_up();
+	if (!setup(&b, &c, &lim))
 		return 0;
-	issue_all(&s);
+	submit_all(&b);
 	while (take(&c, &round, sizeof(round)) && rounds++ < 256) {
-		for (unsigned int k = 0; k < round.nrsp; k++) {
-			struct fz_rsp in;
+		uint32_t prod = b.bprod;
 
-			take(&c, &in, sizeof(in));
-			put_rsp(&s, &in);
+		for (unsigned int k = 0; k < round.nrsp; k++) {
+			struct fz_rsp r;
+
+			take(&c, &r, sizeof(r));
+			put_rsp(&b, &r);
 		}
-		((volatile uint32_t *)s.sring)[2] =
-			(round.flags & 1) ? s.ring.rsp_cons + round.raw_prod : s.bprod;
-		consume(&s);
-		if (fe_ring_is_broken(&s.ring) || (round.flags & 2))
-			reconnect(&s);
-		issue_all(&s);
+		__atomic_store_n((uint32_t *)(b.sring + 8),
+				 (round.flags & 1) ? prod + round.raw_prod : b.bprod,
+				 __ATOMIC_RELEASE);
+		CHECK(fe_chan_reap(b.c, NULL, 0) >= 0 || fe_chan_error(b.c, NULL, 0) == -EIO);
+		if (fe_chan_error(b.c, NULL, 0))
+			break;          /* broken: the device is dead, as in the library */
+		take_requests(&b);
+		if (round.flags & 2)
+			reconnect(&b, &lim);
 	}
-	/* The end: whatever is still on the ring is taken back (teardown). */
-	reconnect(&s);
-	for (unsigned int i = 0; i < FZ_POOL; i++)
-		CHECK(!pool_out[i]);
+	/* The end: the backend goes, the channel fails what is left. */
+	ring_unmap(&b);
+	fe_chan_destroy(b.c);
 	for (unsigned int i = 0; i < napps; i++)
-		CHECK(apps[i].done <= 1 && (apps[i].done || !apps[i].valid ||
-					    apps[i].waiting));
+		CHECK(apps[i].done == (apps[i].accepted ? 1u : 0u));
 	if (getenv("FUZZ_VERBOSE"))
 		for (unsigned int i = 0; i < napps; i++)
-			fprintf(stderr, "io %u op %d valid %d done %u status %d\n", i,
-				apps[i].io.op, apps[i].valid, apps[i].done, apps[i].io.status);
-	fe_shadow_destroy(&s.t);
-	fe_ring_destroy(&s.ring);
-	free(s.sring);
+			fprintf(stderr, "io %u op %d accepted %d done %u status %d\n", i,
+				apps[i].sqe.op, apps[i].accepted, apps[i].done, apps[i].status);
 	return 0;
 }

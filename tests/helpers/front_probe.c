@@ -91,17 +91,23 @@ static void prepare(struct probe *p)
 static int submit(struct probe *p, unsigned int i)
 {
 	struct iovec iov = { buf(p, i), PAGE };
+	struct xbdfront_sqe sqe = { .op = i % 2 ? XBDFRONT_WRITE : XBDFRONT_READ, .iovcnt = 1,
+				    .offset = (uint64_t)i * PAGE, .len = PAGE, .iov = &iov,
+				    .user_data = i };
+	int rc = xbdfront_submit(p->dev, 0, &sqe, 1);
 
-	return xbdfront_submit_cq(p->dev, 0, i % 2 ? XBDFRONT_WRITE : XBDFRONT_READ,
-				  (uint64_t)i * PAGE, PAGE, &iov, 1, i);
+	if (rc < 0)
+		return rc;
+	(void)xbdfront_commit(p->dev, 0);   /* a dead device fails it itself */
+	return 0;
 }
 
 static void reap(struct probe *p)
 {
 	struct xbdfront_cqe cqe[64];
-	unsigned int n = xbdfront_reap(p->dev, 0, cqe, 64);
+	int n = xbdfront_reap(p->dev, 0, cqe, 64);
 
-	for (unsigned int k = 0; k < n; k++) {
+	for (int k = 0; k < n; k++) {
 		uint64_t i = cqe[k].user_data;
 
 		if (i >= p->count || p->done[i]) {
@@ -109,7 +115,7 @@ static void reap(struct probe *p)
 			continue;
 		}
 		p->done[i] = true;
-		p->status[i] = cqe[k].status;
+		p->status[i] = cqe[k].res;
 		p->completed++;
 	}
 }

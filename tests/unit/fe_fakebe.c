@@ -154,38 +154,75 @@ static int16_t be_serve(struct be *b, const unsigned char *q, uint8_t *rsp_op)
 	return rc ? BLKIF_RSP_ERROR : BLKIF_RSP_OKAY;
 }
 
+/* Write one response at the backend's private producer index. */
+static void be_put(struct be *b, struct be_ring *r, uint64_t id, uint8_t op, int16_t status)
+{
+	unsigned char *slot = r->ring + 64 + (r->rsp_prod++ & (r->size - 1)) * be_stride(b);
+
+	fe_wr(slot, 0, 8, id);
+	fe_wr(slot, 8, 1, op);
+	fe_wr(slot, 9, 1, 0);
+	fe_wr(slot, 10, 2, (uint16_t)status);
+}
+
+struct be_done {
+	uint64_t id;
+	uint8_t op;
+	int16_t status;
+};
+
+/* Answer the batch as the mode says. */
+static void be_answer(struct be *b, struct be_ring *r, struct be_done *d, unsigned int n)
+{
+	enum be_mode m = be_mode(b);
+
+	for (unsigned int k = 0; k < n; k++) {
+		struct be_done *x = &d[m == BE_REVERSE ? n - 1 - k : k];
+		uint64_t id = x->id;
+		uint8_t op = x->op;
+
+		if (m == BE_BAD_ID)
+			id += 1000;
+		if (m == BE_UNKNOWN_ID)
+			id = (id + 16) % r->size;
+		if (m == BE_WRONG_OP)
+			op ^= 1;
+		if (m == BE_DUP_ID && k == 1)      /* the first one's again */
+			be_put(b, r, d[0].id, d[0].op, d[0].status);
+		else
+			be_put(b, r, id, op, x->status);
+	}
+}
+
 /* Drain one ring as RING_FINAL_CHECK_FOR_REQUESTS / PUSH_RESPONSES do. */
 static bool be_ring_work(struct be *b, struct be_ring *r)
 {
 	size_t st = be_stride(b);
 	bool did = false, notify;
 	uint32_t prod, old = r->rsp_prod;
+	struct be_done d[1024];
+	unsigned int n;
 
 	for (;;) {
 		prod = __atomic_load_n(hdr32(r, 0), __ATOMIC_ACQUIRE);
-		while (r->req_cons != prod) {
-			unsigned char q[112], *slot;
-			uint8_t op;
-			uint64_t id;
-			int16_t status;
+		n = 0;
+		while (r->req_cons != prod && n < 1024) {
+			unsigned char q[112];
 
 			memcpy(q, r->ring + 64 + (r->req_cons & (r->size - 1)) * st, st);
 			r->req_cons++;
 			did = true;
 			if (be_mode(b) == BE_SILENT)
 				continue;
-			id = fe_rd(q, x32_id_off(b), 8);
-			status = be_serve(b, q, &op);
-			if (be_mode(b) == BE_BAD_ID)
-				id += 1000;
-			if (be_mode(b) == BE_WRONG_OP)
-				op ^= 1;
-			slot = r->ring + 64 + (r->rsp_prod++ & (r->size - 1)) * st;
-			fe_wr(slot, 0, 8, id);
-			fe_wr(slot, 8, 1, op);
-			fe_wr(slot, 9, 1, 0);
-			fe_wr(slot, 10, 2, (uint16_t)status);
+			d[n].id = fe_rd(q, x32_id_off(b), 8);
+			if (d[n].id > b->max_id)
+				b->max_id = (unsigned int)d[n].id;
+			d[n].status = be_serve(b, q, &d[n].op);
+			n++;
 		}
+		if (n > b->max_batch)
+			b->max_batch = n;
+		be_answer(b, r, d, n);
 		__atomic_store_n(hdr32(r, 4), r->req_cons + 1, __ATOMIC_SEQ_CST);
 		if (__atomic_load_n(hdr32(r, 0), __ATOMIC_SEQ_CST) == r->req_cons)
 			break;
@@ -279,6 +316,76 @@ void be_stop(struct be *b)
 		xbd_evtchn_unbind(b->ev, (xbd_evtchn_port_t)b->q[i].port);
 		xbd_gnttab_unmap(b->gt, b->q[i].ring, 1u << b->q[i].order);
 	}
+}
+
+void be_attach(struct be *b, struct xbdfront_dev *dev)
+{
+	for (unsigned int i = 0; i < xbdfront_nr_queues(dev); i++) {
+		struct fe_chan *c = fe_dev_chan(dev, i);
+		xbd_grant_ref_t refs[32];
+		unsigned int n = fe_chan_ring_refs(c, refs);
+
+		be_attach_ring(b, i, refs, n, (unsigned int)fe_chan_port(c));
+	}
+}
+
+void fe_fx_open(struct fe_fx *f, unsigned int nq, unsigned int order, enum fe_abi abi,
+		bool persistent, unsigned int max_ind, unsigned int pool_pages)
+{
+	struct fe_dev_params par = { .backend = 0, .nqueues = nq, .order = order, .abi = abi,
+				     .persistent = persistent, .pool_pages = pool_pages,
+				     .poll_us = XBDFRONT_POLL_DURATION_US_DEFAULT };
+
+	memset(f, 0, sizeof(*f));
+	strcpy(f->rundir, "/tmp/xbd-fe-fx-XXXXXX");
+	assert_non_null(mkdtemp(f->rundir));
+	assert_int_equal(xbd_platform_open(XBD_PLATFORM_LOCAL, f->rundir, &f->p), 0);
+	assert_int_equal(xbd_domain_create(f->p, 1, "guest", 64u << 20), 0);
+	assert_int_equal(xbd_domain_claim(f->p, 1, &f->dom), 0);
+	assert_int_equal(fe_dev_create(f->p, f->dom, &par, &f->dev), 0);
+	f->b = (struct be){ .p = f->p, .guest = 1, .abi = abi, .nq = nq };
+	f->b.disk = calloc(1, DISK_BYTES);
+	assert_non_null(f->b.disk);
+	assert_int_equal(xbd_gnttab_open(f->p, 0, &f->b.gt), 0);
+	assert_int_equal(xbd_evtchn_open(f->p, 0, &f->b.ev), 0);
+	be_attach(&f->b, f->dev);
+	be_start(&f->b);
+	f->lim = (struct fe_limits){ .handle = 51712, .sector_size = 512,
+				     .sectors = DISK_BYTES / 512, .max_indirect_segs = max_ind,
+				     .flush = true, .barrier = true, .discard = true,
+				     .discard_secure = true };
+	assert_int_equal(fe_dev_connect(f->dev, &f->lim, 4096), 0);
+}
+
+int fe_submit(struct xbdfront_dev *dev, unsigned int q, enum xbdfront_op op, uint64_t off,
+	      uint64_t len, struct iovec *iov, void (*done)(const struct xbdfront_cqe *),
+	      uint64_t ud)
+{
+	struct xbdfront_sqe sqe = { .op = (uint8_t)op, .iovcnt = iov ? 1 : 0, .offset = off,
+				    .len = len, .iov = iov, .user_data = ud, .done = done };
+	int rc = xbdfront_submit(dev, q, &sqe, 1);
+
+	if (rc == 1)
+		(void)xbdfront_commit(dev, q);
+	return rc == 1 ? 0 : rc;
+}
+
+void fe_reap_n(struct xbdfront_dev *dev, unsigned int q, unsigned int n)
+{
+	struct xbdfront_cqe c[64];
+	unsigned int got = 0;
+	int k;
+
+	while (got < n) {
+		assert_true(xbdfront_wait(dev, q, 1000, -1) >= 0);
+		while ((k = xbdfront_reap(dev, q, c, 64)) > 0) {
+			for (int j = 0; j < k; j++)
+				assert_int_equal(c[j].res, 0);
+			got += (unsigned int)k;
+		}
+		assert_true(k >= 0);
+	}
+	assert_int_equal(got, n);
 }
 
 void fe_fx_close(struct fe_fx *f)

@@ -17,13 +17,19 @@
 #include <stdbool.h>
 #include <stdint.h>
 
+#include <sys/uio.h>
+
 #include "frontend/device.h"
 #include "frontend/ring.h"
 #include "platform/platform.h"
 
 #define DISK_BYTES (8u << 20)
 
-enum be_mode { BE_NORMAL, BE_BAD_ID, BE_WRONG_OP, BE_RUNAWAY, BE_SILENT };
+/* BE_REVERSE answers each batch of requests it finds last first;
+ * BE_DUP_ID answers a batch's first request twice, in place of its second; BE_UNKNOWN_ID answers with an id in
+ * range that is not in flight (id + 16, with fewer than 16 in flight). */
+enum be_mode { BE_NORMAL, BE_BAD_ID, BE_WRONG_OP, BE_RUNAWAY, BE_SILENT, BE_REVERSE,
+	       BE_DUP_ID, BE_UNKNOWN_ID };
 
 struct be_ring {
 	unsigned char *ring;
@@ -47,6 +53,8 @@ struct be {
 	enum be_mode mode;
 	/* written by the backend thread, read after join */
 	unsigned int reqs, flushes, barriers, discards, secure, indirect, max_segs;
+	unsigned int max_id;          /* the largest request id seen */
+	unsigned int max_batch;       /* the most requests found at once */
 	unsigned int late;            /* requests found only by a timeout */
 	int error;                    /* first platform error */
 };
@@ -74,8 +82,25 @@ struct fe_fx {
 	struct fe_limits lim;
 };
 
+/* A device of nq queues (ring order, ABI, grant mode, indirect limit,
+ * pool pages per queue) on a fresh local platform in a temporary run
+ * directory (this process claims domain 1), served by a started fake
+ * backend, connected. */
+void fe_fx_open(struct fe_fx *f, unsigned int nq, unsigned int order, enum fe_abi abi,
+		bool persistent, unsigned int max_ind, unsigned int pool_pages);
+/* Attach the fake backend to every queue of dev, as after Initialised. */
+void be_attach(struct be *b, struct xbdfront_dev *dev);
 /* Stop the backend, close the device, destroy the domain and the run
  * directory. */
 void fe_fx_close(struct fe_fx *f);
+
+/* One descriptor on queue q, published: op on [off, off + len) with
+ * iov (NULL for none), user_data ud, callback done (NULL: an entry for
+ * xbdfront_reap).  What xbdfront_submit returned for it. */
+int fe_submit(struct xbdfront_dev *dev, unsigned int q, enum xbdfront_op op, uint64_t off,
+	      uint64_t len, struct iovec *iov, void (*done)(const struct xbdfront_cqe *),
+	      uint64_t ud);
+/* Wait and reap on queue q until n entries came (each must be 0). */
+void fe_reap_n(struct xbdfront_dev *dev, unsigned int q, unsigned int n);
 
 #endif

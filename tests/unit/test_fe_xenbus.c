@@ -488,7 +488,7 @@ static void check_persistent_at_connect(const char *value, bool want)
 {
 	const struct offer o = { { { "multi-queue-max-queues", "1" } } };
 	struct xbdfront_info info;
-	struct fe_queue_stats st;
+	struct fe_chan_stats st;
 	struct fx f;
 
 	at_connect[0] = value ? "feature-persistent" : NULL;
@@ -500,7 +500,7 @@ static void check_persistent_at_connect(const char *value, bool want)
 	assert_int_equal(xbdfront_get_info(f.dev, &info), 0);
 	assert_int_equal(info.persistent, want);
 	rw_check(&f, 4096, 64 * 1024, 4);
-	fe_queue_get_stats(fe_dev_queue(f.dev, 0), &st);
+	fe_chan_get_stats(fe_dev_chan(f.dev, 0), &st);
 	/* persistent: a batch stays granted; not: every page came back */
 	assert_int_equal(st.pool.granted >= FE_GNTPOOL_BATCH, want);
 	assert_int_equal(st.pool.in_use, 0);
@@ -662,11 +662,11 @@ struct cb_log {
 	unsigned int n;
 };
 
-static void log_cb(void *arg, int status)
+static void log_cb(const struct xbdfront_cqe *cqe)
 {
-	struct cb_log *l = arg;
+	struct cb_log *l = (struct cb_log *)(uintptr_t)cqe->user_data;
 
-	l->status = status;
+	l->status = cqe->res;
 	__atomic_add_fetch(&l->n, 1, __ATOMIC_RELEASE);
 }
 
@@ -692,8 +692,8 @@ static void check_restart(char how, bool fresh_rings)
 	for (unsigned int i = 0; i < N; i++) {
 		struct iovec v = { bufs[i], sizeof(bufs[i]) };
 		fill(bufs[i], sizeof(bufs[i]), 100 + i + (unsigned int)how);
-		assert_int_equal(xbdfront_submit(f.dev, i % 2, XBDFRONT_WRITE, (1u << 20) + i * 16384ull,
-						 16384, &v, 1, log_cb, &logs[i]), 0);
+		assert_int_equal(fe_submit(f.dev, i % 2, XBDFRONT_WRITE, (1u << 20) + i * 16384ull,
+					   16384, &v, log_cb, (uintptr_t)&logs[i]), 0);
 	}
 	usleep(50 * 1000);
 	assert_int_equal(write(f.s.restart_fd[1], &how, 1), 1);
