@@ -44,6 +44,11 @@
 #define SUBMIT_BATCH 16u
 #define DONE_BATCH 32u
 #define SPIN_MIN_NS 2000u         /* an adapted spin is never shorter */
+/* Spin only with at most this many requests on the ring: with more, the
+ * backend is busy, its responses come in batches (a wake-up per batch,
+ * not per request) and a spinning frontend takes a CPU it needs
+ * (measured: Documentation/performance.md, "Polling"). */
+#define SPIN_MAX_INFLIGHT 8u
 
 struct fe_io {
 	/* the descriptor as submitted */
@@ -133,6 +138,8 @@ struct fe_chan {
 	struct fe_limits lim;
 	struct fe_gntpool *pool;
 	bool connected;
+	unsigned int sleepers;        /* fe_chan_wait callers asleep on the event channel */
+	bool disarmed;                /* a poller moved rsp_event away (fe_ring_disarm) */
 	struct fe_io *free;           /* free descriptors (LIFO) */
 	unsigned int nfree;
 	struct fe_io *wait_head, *wait_tail;
@@ -225,6 +232,7 @@ static int ring_setup(struct fe_chan *c, unsigned int order, enum fe_abi abi)
 	if (rc < 0)
 		return rc;
 	c->port = rc;
+	c->disarmed = false;          /* a fresh ring is armed (rsp_event 1) */
 	__atomic_store_n(&c->spin_cons, 0, __ATOMIC_RELAXED);
 	__atomic_store_n(&c->spin_prod, &((struct xbd_blkif_sring_hdr *)c->ring_mem)->rsp_prod,
 			 __ATOMIC_SEQ_CST);
@@ -649,7 +657,8 @@ static int take_responses(struct fe_chan *c, struct work *w, unsigned int *n)
 		}
 		if (rc < 0)
 			return rc;
-	} while (fe_ring_final_check(&c->ring));
+		/* a poller disarmed rsp_event: it arms it again itself */
+	} while (c->disarmed ? fe_ring_rsp_waiting(&c->ring) : fe_ring_final_check(&c->ring));
 	__atomic_store_n(&c->spin_cons, c->ring.rsp_cons, __ATOMIC_RELAXED);
 	return 0;
 }
@@ -1302,28 +1311,57 @@ static bool ready(struct fe_chan *c, uint64_t budget_ns, uint64_t *spent)
 	return hit;
 }
 
+/* While this thread polls, the backend need not signal: rsp_event goes
+ * out of its way, unless another thread sleeps on the event channel and
+ * needs the signal.  Lock held. */
+static void disarm(struct fe_chan *c)
+{
+	if (!c->sleepers && c->connected && !c->dead) {
+		fe_ring_disarm(&c->ring);
+		c->disarmed = true;
+	}
+}
+
+/* Arm rsp_event again (RING_FINAL_CHECK_FOR_RESPONSES) after polling or
+ * before sleeping: true when responses are waiting.  Lock held. */
+static bool rearm(struct fe_chan *c)
+{
+	c->disarmed = false;
+	return c->connected && !c->dead && fe_ring_final_check(&c->ring);
+}
+
 /*
- * The adaptive spin: only while requests are in flight, for at most the
- * window spin_ns (<= poll_duration_us).  A hit after t sets the window to
+ * The adaptive spin: only while 1..SPIN_MAX_INFLIGHT requests are in
+ * flight, for at most the window spin_ns (<= poll_duration_us).  A hit after t sets the window to
  * 2t (at least SPIN_MIN_NS): it follows the backend's service time, as
  * NVMe hybrid polling does; a miss halves it, down to 0, after which one
  * wait in 16 probes with a quarter of the maximum.  An idle queue (no
- * request in flight) never spins.
+ * request in flight) never spins.  While it spins the backend is asked
+ * not to signal (disarm), and rsp_event is armed again before the
+ * caller can sleep.
  */
 static bool spin(struct fe_chan *c)
 {
 	unsigned int budget = __atomic_load_n(&c->spin_ns, __ATOMIC_RELAXED);
+	unsigned int inflight = __atomic_load_n(&c->inflight, __ATOMIC_RELAXED);
 	uint64_t spent, next;
 	bool hit;
 
-	if (!c->poll_ns_max || !__atomic_load_n(&c->inflight, __ATOMIC_RELAXED))
+	if (!c->poll_ns_max || !inflight || inflight > SPIN_MAX_INFLIGHT)
 		return false;
 	if (!budget) {
 		if (__atomic_add_fetch(&c->spin_skips, 1, __ATOMIC_RELAXED) % 16)
 			return false;
 		budget = c->poll_ns_max / 4;
 	}
+	pthread_mutex_lock(&c->lock);
+	disarm(c);
+	pthread_mutex_unlock(&c->lock);
 	hit = ready(c, budget, &spent);
+	pthread_mutex_lock(&c->lock);
+	if (c->disarmed && rearm(c))
+		hit = true;
+	pthread_mutex_unlock(&c->lock);
 	next = hit ? 2 * spent : budget / 2;
 	if (hit && next < SPIN_MIN_NS)
 		next = SPIN_MIN_NS;
@@ -1338,6 +1376,27 @@ static bool spin(struct fe_chan *c)
 	return hit;
 }
 
+/* Going to sleep: count as a sleeper (so no poller disarms meanwhile)
+ * with rsp_event armed; false when responses came, no sleep then. */
+static bool sleep_begin(struct fe_chan *c)
+{
+	bool pending;
+
+	pthread_mutex_lock(&c->lock);
+	pending = c->disarmed ? rearm(c) : false;
+	if (!pending)
+		c->sleepers++;
+	pthread_mutex_unlock(&c->lock);
+	return !pending;
+}
+
+static void sleep_end(struct fe_chan *c)
+{
+	pthread_mutex_lock(&c->lock);
+	c->sleepers--;
+	pthread_mutex_unlock(&c->lock);
+}
+
 int fe_chan_wait(struct fe_chan *c, int timeout_ms, int extra_fd)
 {
 	struct pollfd p[3] = {
@@ -1349,9 +1408,10 @@ int fe_chan_wait(struct fe_chan *c, int timeout_ms, int extra_fd)
 	unsigned int ev;
 	int rc;
 
-	if (ready(c, 0, NULL) || spin(c))
+	if (ready(c, 0, NULL) || spin(c) || !sleep_begin(c))
 		return 1;
 	rc = poll(p, extra_fd >= 0 ? 3 : 2, timeout_ms);
+	sleep_end(c);
 	if (rc < 0)
 		return errno == EINTR ? 0 : -errno;
 	if (p[0].revents) {

@@ -292,6 +292,12 @@ bool fe_ring_final_check(struct fe_ring *r)
 	return shared_load(&hdr(r)->rsp_prod) != r->rsp_cons;
 }
 
+void fe_ring_disarm(struct fe_ring *r)
+{
+	if (r->sring && !r->broken)
+		shared_store(&hdr(r)->rsp_event, r->rsp_cons + 0x80000000u);
+}
+
 bool fe_ring_rsp_waiting(const struct fe_ring *r)
 {
 	return r->sring && !r->broken && shared_load(&hdr(r)->rsp_prod) != r->rsp_cons;

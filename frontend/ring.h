@@ -149,6 +149,14 @@ void fe_ring_break(struct fe_ring *r, const char *fmt, ...)
  */
 bool fe_ring_final_check(struct fe_ring *r);
 
+/*
+ * A polling consumer needs no event: move rsp_event half the index space
+ * ahead, so the backend's push sees it outside any range it publishes
+ * and does not notify (Linux's poll queues run with interrupts off).
+ * fe_ring_final_check() arms it again; call it before sleeping.
+ */
+void fe_ring_disarm(struct fe_ring *r);
+
 /* Whether the backend published responses we have not consumed: one load
  * of rsp_prod, nothing validated (fe_ring_fetch_rsp does that). */
 bool fe_ring_rsp_waiting(const struct fe_ring *r);

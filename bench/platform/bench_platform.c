@@ -249,6 +249,41 @@ static double raw_pingpong(bool use_eventfd)
 	return t;
 }
 
+/* The same handoff by spinning on one shared cache line (what a polling
+ * frontend or backend does instead of sleeping): two processes bounce a
+ * counter.  Both spin, so this needs two idle cores to mean anything. */
+static double raw_spin_pingpong(void)
+{
+	long rounds = iters(200000);
+	volatile uint32_t *line = mmap(NULL, 4096, PROT_READ | PROT_WRITE,
+				       MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+	double t0, t;
+	pid_t pid;
+
+	if (line == MAP_FAILED)
+		die("mmap", errno);
+	*line = 0;
+	pid = fork();
+	if (pid == 0) {
+		for (uint32_t i = 1; i <= 2 * (uint32_t)rounds; i += 2) {
+			while (__atomic_load_n(line, __ATOMIC_ACQUIRE) != i)
+				__builtin_ia32_pause();
+			__atomic_store_n(line, i + 1, __ATOMIC_RELEASE);
+		}
+		_exit(0);
+	}
+	t0 = now();
+	for (uint32_t i = 0; i < 2 * (uint32_t)rounds; i += 2) {
+		__atomic_store_n(line, i + 1, __ATOMIC_RELEASE);
+		while (__atomic_load_n(line, __ATOMIC_ACQUIRE) != i + 2)
+			__builtin_ia32_pause();
+	}
+	t = (now() - t0) / (double)rounds * 1e6;
+	waitpid(pid, NULL, 0);
+	munmap((void *)line, 4096);
+	return t;
+}
+
 static double raw_eventfd_writes(void)
 {
 	long n = iters(1000000);
@@ -429,6 +464,7 @@ int main(int argc, char **argv)
 	row("notify round trip (2 processes)", ev.rt_us, raw_pingpong(false),
 	    "pipe ping-pong", "us");
 	row("", -1, raw_pingpong(true), "eventfd ping-pong", "us");
+	row("", -1, raw_spin_pingpong(), "spin on a shared line", "us");
 	row("notifies/s, peer not reading (M/s)", ev.coalesced / 1e6,
 	    raw_eventfd_writes() / 1e6, "eventfd writes (M/s)", "");
 	row("notifies/s, peer consuming (M/s)", ev.live / 1e6, 0, "", "");

@@ -530,8 +530,8 @@ def variants(build, work):
     grant_copy_max_bytes and maps larger ones), and mapping everything;
     for 1 MiB reads, each of the three zero-copy levers undone alone
     (fio's buffers bounced, Linux's 1056-grant pool, 32-segment indirect
-    requests); then the backend alone with other ring orders and
-    persistent grants."""
+    requests); the frontend without polling; then the backend alone with
+    other ring orders and persistent grants."""
     seq = ("seqread1m-qd16",)
     return [XbdFioVariant(build, work, "xbd-fio order0", order=0),
             XbdFioVariant(build, work, "xbd-fio order4", order=4),
@@ -540,6 +540,8 @@ def variants(build, work):
             XbdFioVariant(build, work, "xbd-fio map (no persistent)",
                           engine_extra=("--xbd_feature_persistent=0",),
                           backend_extra=("--grant_copy_max_bytes=0",)),
+            XbdFioVariant(build, work, "xbd-fio no polling (xbd_poll_duration_us=0)",
+                          engine_extra=("--xbd_poll_duration_us=0",)),
             XbdFioVariant(build, work, "xbd-fio bounced (xbd_zero_copy=0)",
                           engine_extra=("--xbd_zero_copy=0",), only=seq),
             XbdFioVariant(build, work, "xbd-fio pool 1056 (Linux's max_persistent_grants)",

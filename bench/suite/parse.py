@@ -72,6 +72,18 @@ def queue_bench(text):
             "persistent": bool(m.group(5)), "lat_us": None}
 
 
+def proc_stat_busy(stat_text):
+    """Busy clock ticks of the whole machine from /proc/stat's "cpu" line:
+    user + nice + system + irq + softirq + steal (not idle, not iowait)."""
+    for line in stat_text.splitlines():
+        f = line.split()
+        if f and f[0] == "cpu":
+            user, nice, system, _idle, _iowait, irq, softirq = map(int, f[1:8])
+            steal = int(f[8]) if len(f) > 8 else 0
+            return user + nice + system + irq + softirq + steal
+    raise ValueError("no cpu line in /proc/stat")
+
+
 def proc_cpu_ticks(stat_text):
     """utime + stime (clock ticks) from /proc/PID/stat; the command name
     may hold spaces and parentheses, so split after the last ')'."""

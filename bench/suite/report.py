@@ -94,6 +94,22 @@ def cpu_table(res, store):
     return "\n".join(lines)
 
 
+def machine_cpu_table(res, store):
+    """Machine CPU (/proc/stat busy, every CPU) per I/O in µs, 4k workloads."""
+    idx, names = index(res["results"]), contenders_in(res["results"])
+    lines = ["| workload | " + " | ".join(names) + " | xbd/host |",
+             "| --- |" + " ---: |" * (len(names) + 1)]
+    for (st, wl), row in idx.items():
+        if st != store or not wl.startswith(("read4k", "write4k")):
+            continue
+        v = {n: row[n].get("machine_us_per_io") for n in names if n in row}
+        xbd = next((v[n] for n in ("xbd-fio", "xbd-fio-2q") if v.get(n)), None)
+        rel = xbd / v[HOST] if xbd and v.get(HOST) else None
+        lines.append("| " + wl + " | " + " | ".join(_f(v.get(n), "{:.2f}") for n in names) +
+                     " | " + _f(rel) + " |")
+    return "\n".join(lines)
+
+
 def variant_table(res):
     lines = ["| variant | workload | IOPS | MB/s | CPU s/GB | notifications/request |",
              "| --- | --- | ---: | ---: | ---: | ---: |"]
@@ -222,7 +238,10 @@ def markdown(res, plots):
     for st in res["stores"]:
         parts += ["", f"## {st['what']} ({st['fs']})", "", perf_table(res, st["kind"]),
                   "", "CPU seconds per GB moved (client + server, /proc and getrusage):",
-                  "", cpu_table(res, st["kind"])]
+                  "", cpu_table(res, st["kind"]),
+                  "", "Machine CPU per I/O in µs (/proc/stat busy time of every CPU over "
+                  "the run / I/Os; everything else running on the machine counts too):",
+                  "", machine_cpu_table(res, st["kind"])]
     parts += ["", "## Queue scaling (xbd-fio, 2 fio threads)", "",
               "1 queue and 2 queues alternate on one machine, twice (xbd-fio-2q's paired "
               "runs; mean IOPS of each).", "", scaling_table(res),

@@ -63,6 +63,12 @@ def pending(top):
     return p
 
 
+def machine_busy_s():
+    """The whole machine's busy CPU seconds so far (/proc/stat)."""
+    with open("/proc/stat") as f:
+        return parse.proc_stat_busy(f.read()) / parse.CLK_TCK
+
+
 def run_contender(c, store, wls, runtime, results):
     try:
         c.start(store)      # a half-started contender is stopped too
@@ -70,7 +76,15 @@ def run_contender(c, store, wls, runtime, results):
             if not c.supports(w):
                 continue
             t0 = time.monotonic()
+            b0 = machine_busy_s()
             fig = c.run(w, runtime)
+            busy = machine_busy_s() - b0
+            ios = fig["bytes"] / w["bs"] if fig.get("bytes") else 0
+            # machine CPU per I/O: /proc/stat busy time of every CPU over
+            # the run (client start-up included) / I/Os; other work on the
+            # machine counts too, so read it with the load beside it
+            fig["machine_busy_s"] = busy
+            fig["machine_us_per_io"] = busy / ios * 1e6 if ios else None
             rec = {"store": store.kind, "contender": c.name, "workload": w["name"],
                    "method": fig.pop("method", c.method), **fig}
             results.append(rec)
