@@ -552,8 +552,12 @@ static enum fio_q_status xbd_queue(struct thread_data *td, struct io_u *u)
 	return FIO_Q_QUEUED;
 }
 
+static void route_all(struct job *j);
+
 /* The batch as descriptors: one submit, one publish.  A refused
- * descriptor completes with its error through done[]. */
+ * descriptor completes with its error through done[]; when every
+ * descriptor of the queue is a completion entry not reaped yet (an
+ * iodepth above the queue's descriptors), they are routed first. */
 static int xbd_commit(struct thread_data *td)
 {
 	struct job *j = job_of(td);
@@ -566,28 +570,44 @@ static int xbd_commit(struct thread_data *td)
 		describe(j, j->pending[i], &j->sqe[i], &j->iov[i]);
 	while (done < j->npending) {
 		rc = xbdfront_submit(j->sd->dev, j->q, j->sqe + done, j->npending - done);
-		if (rc > 0) {
+		if (rc > 0)
 			done += (unsigned int)rc;
-			continue;
-		}
-		route(j, j->pending[done++], rc ? rc : -EIO);
+		else if (rc == -EBUSY)
+			route_all(j);
+		else
+			route(j, j->pending[done++], rc ? rc : -EIO);
 	}
 	j->npending = 0;
 	rc = xbdfront_commit(j->sd->dev, j->q);
 	return rc == -ENODEV || rc == -EIO ? 0 : rc;   /* dead: the requests fail themselves */
 }
 
-/* Route every completion waiting in the job's queue, then move up to max
- * of the job's own into j->events. */
-static int reap(struct job *j, unsigned int max)
+/* Route every completion waiting in the job's queue to its job; the
+ * last reap's result (< 0: the device died). */
+static int route_all_rc(struct job *j)
 {
 	struct xbdfront_cqe cqe[64];
-	unsigned int take, i;
+	unsigned int i;
 	int n;
 
 	while ((n = xbdfront_reap(j->sd->dev, j->q, cqe, 64)) > 0)
 		for (i = 0; i < (unsigned int)n; i++)
 			route(j, (struct io_u *)(uintptr_t)cqe[i].user_data, cqe[i].res);
+	return n;
+}
+
+static void route_all(struct job *j)
+{
+	(void)route_all_rc(j);
+}
+
+/* Route every completion waiting in the job's queue, then move up to max
+ * of the job's own into j->events. */
+static int reap(struct job *j, unsigned int max)
+{
+	unsigned int take;
+	int n = route_all_rc(j);
+
 	pthread_mutex_lock(&j->done_lock);
 	take = j->ndone < max - j->nevents ? j->ndone : max - j->nevents;
 	if (take) {

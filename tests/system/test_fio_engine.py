@@ -63,6 +63,18 @@ def test_verify_jobs_and_queues(guest, jobs, queues):
             assert any(f.read(8 * MiB)), j
 
 
+def test_depth_above_the_queues_descriptors(guest):
+    """iodepth 512 on a ring of 32 entries (128 descriptors): the engine's
+    batch waits for descriptors, reaping meanwhile, and verify passes."""
+    guest.attach(guest.disk(size=64 * MiB))
+    r = xfio(guest, "--rw=randwrite", "--bs=4k", "--iodepth=512",
+             "--iodepth_batch_submit=512", "--xbd_max_ring_page_order=0",
+             "--size=16M", "--verify=crc32c", "--do_verify=1",
+             "--verify_fatal=1")
+    out = fio_ok(r)
+    assert out[0]["write_kb"] == 16384 and out[0]["read_kb"] == 16384, out
+
+
 @pytest.mark.parametrize("verify", ["md5", "pattern"])
 def test_verify_mixed_sizes(guest, verify):
     guest.attach(guest.disk(size=32 * MiB))
