@@ -24,7 +24,7 @@
  * readable through fe_ring_error().  Nothing of a bad response is used.
  *
  * Locking: a struct fe_ring has no lock of its own.  Every call must be
- * made under the owning queue's lock (frontend/queue.c); the backend is the
+ * made under the owning channel's lock (frontend/channel.c); the backend is the
  * only other party and touches only the shared pages.
  */
 #ifndef XBD_FRONTEND_RING_H
