@@ -105,6 +105,11 @@ struct fe_chan {
 	void *on_broken_arg;
 	struct fe_io *ios;            /* nr_ios descriptors, owned */
 	unsigned int nr_ios;
+	/* Test only (XBDFRONT_TEST_EVENTS_ONLY=1, Documentation/frontend.md):
+	 * look at the ring only after taking an event, as Linux xen-blkfront
+	 * does (no poll, no re-check on a timeout), so that a notification a
+	 * backend forgot hangs instead of costing a timeout. */
+	bool events_only;
 
 	/* atomics, read without the lock (written under it) */
 	int dead;                     /* 0, or -errno: the channel refuses everything */
@@ -840,6 +845,14 @@ unsigned int fe_chan_features(const struct fe_chan *c)
 
 /* ---- create / connect / reset / destroy ------------------------------------ */
 
+/* XBDFRONT_TEST_EVENTS_ONLY=1 (tests only): see events_only. */
+static bool events_only_from_env(void)
+{
+	const char *v = getenv("XBDFRONT_TEST_EVENTS_ONLY");
+
+	return v && !strcmp(v, "1");
+}
+
 int fe_chan_create(struct xbd_platform *plat, struct xbd_domain *dom,
 		   const struct fe_chan_params *par, struct fe_chan **out)
 {
@@ -866,6 +879,7 @@ int fe_chan_create(struct xbd_platform *plat, struct xbd_domain *dom,
 	c->on_broken = par->on_broken;
 	c->on_broken_arg = par->on_broken_arg;
 	c->port = -1;
+	c->events_only = events_only_from_env();
 	c->wake_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
 	rc = c->wake_fd < 0 ? -errno : 0;
 	if (!rc)
@@ -1216,14 +1230,17 @@ static int reap(struct fe_chan *c, struct xbdfront_cqe *cqe, unsigned int n, uns
 {
 	struct work w = { .cqe = cqe, .maxcqe = cqe ? n : 0 };
 	unsigned int rsps = 0;
-	bool broke = false, unmask;
+	bool broke = false, unmask, look;
 	char why[sizeof(c->error)];
 	int port, rc;
 
 	__atomic_add_fetch(&c->nevents, events, __ATOMIC_RELAXED);
+	unmask = __atomic_exchange_n(&c->need_unmask, false, __ATOMIC_RELAXED);
+	/* events_only (tests): no event taken, no look at the ring */
+	look = !c->events_only || events || unmask;
 	pthread_mutex_lock(&c->lock);
 	if (c->connected && !c->dead) {
-		if (take_responses(c, &w, &rsps) < 0) {
+		if (look && take_responses(c, &w, &rsps) < 0) {
 			die_locked(c, -EIO, &w, "queue %u: backend broke the ring: %s", c->index,
 				   fe_ring_error(&c->ring));
 			memcpy(why, c->error, sizeof(why));
@@ -1232,7 +1249,7 @@ static int reap(struct fe_chan *c, struct xbdfront_cqe *cqe, unsigned int n, uns
 		fill(c, &w);
 		push(c, &w);
 	}
-	unmask = __atomic_exchange_n(&c->need_unmask, false, __ATOMIC_RELAXED);
+	unmask = unmask || events;
 	/* XSA-391: count events that brought nothing */
 	if (unmask && !rsps)
 		c->stats.spurious++;
@@ -1292,7 +1309,8 @@ static bool ready(struct fe_chan *c, uint64_t budget_ns, uint64_t *spent)
 	bool hit = false;
 
 	__atomic_add_fetch(&c->spinners, 1, __ATOMIC_SEQ_CST);
-	prod = __atomic_load_n(&c->spin_prod, __ATOMIC_SEQ_CST);
+	/* events_only (tests): the ring is looked at only after an event */
+	prod = c->events_only ? &c->spin_idle : __atomic_load_n(&c->spin_prod, __ATOMIC_SEQ_CST);
 	for (unsigned int i = 0;; i++) {
 		if (__atomic_load_n(prod, __ATOMIC_RELAXED) !=
 		    __atomic_load_n(&c->spin_cons, __ATOMIC_RELAXED) ||
@@ -1347,7 +1365,7 @@ static bool spin(struct fe_chan *c)
 	uint64_t spent, next;
 	bool hit;
 
-	if (!c->poll_ns_max || !inflight || inflight > SPIN_MAX_INFLIGHT)
+	if (!c->poll_ns_max || c->events_only || !inflight || inflight > SPIN_MAX_INFLIGHT)
 		return false;
 	if (!budget) {
 		if (__atomic_add_fetch(&c->spin_skips, 1, __ATOMIC_RELAXED) % 16)

@@ -12,6 +12,7 @@ ENGINE_OBJ := $(call obj,frontend/fio/engine.c)
 
 $(FIO_TREE)/config-host.h: scripts/fio-src.sh
 	sh scripts/fio-src.sh $(FIO_SRC) >/dev/null
+	touch $@
 
 $(ENGINE_OBJ): $(FIO_TREE)/config-host.h
 $(ENGINE_OBJ): CPPFLAGS = -D_GNU_SOURCE -I. -isystem $(FIO_TREE) \
