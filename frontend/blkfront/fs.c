@@ -31,11 +31,14 @@
 #include <inttypes.h>
 #include <linux/falloc.h>
 #include <pthread.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/sysmacros.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "frontend/blkfront/disks.h"
 #include "frontend/blkfront/fs.h"
@@ -47,6 +50,15 @@
 /* Worker threads: the handlers never wait for I/O except the
  * read-modify-write path, so a few serve any queue depth. */
 #define FS_MAX_THREADS 4
+
+/* Seconds the kernel keeps a disk's attributes.  The size is fixed for
+ * the life of an inode (a re-attach is a new inode: its generation is
+ * the new serial), and with the writeback cache the kernel would ask
+ * again before every write(2) once they expired. */
+#define FS_ATTR_TIMEOUT 3600.0
+/* Read-ahead of a disk file (the bdi's read_ahead_kb), one largest FUSE
+ * request: sequential buffered reads reach the ring as 1 MiB reads. */
+#define FS_READ_AHEAD_KB 1024
 
 #define XATTR_INFLIGHT "user.xbd.inflight"
 #define XATTR_MAX_INFLIGHT "user.xbd.max_inflight"
@@ -423,7 +435,8 @@ static void fs_fallocate(fuse_req_t req, fuse_ino_t ino, int mode, off_t off, of
 
 static void fs_lookup(fuse_req_t req, fuse_ino_t parent, const char *name)
 {
-	struct fuse_entry_param e = { 0 };   /* timeouts 0: attach/detach show at once */
+	/* entry timeout 0: attach/detach show at once */
+	struct fuse_entry_param e = { .attr_timeout = FS_ATTR_TIMEOUT };
 	struct disk *d = parent == FUSE_ROOT_ID ? disks_get(table(req), name) : NULL;
 
 	if (!d) {
@@ -452,7 +465,7 @@ static void fs_getattr(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi
 		disk_stat(d, &st);
 		disks_put(table(req), d);
 	}
-	fuse_reply_attr(req, &st, 0);
+	fuse_reply_attr(req, &st, FS_ATTR_TIMEOUT);
 }
 
 /* truncate(2) only to the disk's own size (a no-op: the size is the
@@ -477,7 +490,7 @@ static void fs_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *attr, int to
 		rc = EINVAL;
 	disk_stat(d, &st);
 	disks_put(table(req), d);
-	rc ? fuse_reply_err(req, rc) : fuse_reply_attr(req, &st, 0);
+	rc ? fuse_reply_err(req, rc) : fuse_reply_attr(req, &st, FS_ATTR_TIMEOUT);
 }
 
 static void fs_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
@@ -491,7 +504,13 @@ static void fs_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 	}
 	if (d->readonly && (fi->flags & O_ACCMODE) != O_RDONLY)
 		rc = EROFS;
-	fi->direct_io = 1;           /* no page cache: every read reaches the disk */
+	/* The page cache is the disk's, as a Linux block device's: kept
+	 * across opens (only this guest writes the disk).  O_DIRECT opens
+	 * get no FOPEN_DIRECT_IO: the kernel's own O_DIRECT path bypasses
+	 * the cache and keeps it coherent (writes back dirty pages of the
+	 * range first, drops the cached range after a direct write), which
+	 * FOPEN_DIRECT_IO does not do. */
+	fi->keep_cache = 1;
 	fi->fh = d->serial;
 	disks_put(table(req), d);
 	rc ? fuse_reply_err(req, rc) : fuse_reply_open(req, fi);
@@ -598,7 +617,12 @@ static void fs_listxattr(fuse_req_t req, fuse_ino_t ino, size_t size)
 static void fs_init(void *userdata, struct fuse_conn_info *conn)
 {
 	(void)userdata;
-	conn->max_write = 1u << 20;
+	conn->max_write = 1u << 20;          /* libfuse makes max_pages of it */
+	/* Buffered I/O goes through the kernel's page cache, written back
+	 * in requests of up to max_write (the seed's 4 KiB dd becomes 1 MiB
+	 * writes on the ring); fsync writes back, then asks us to flush. */
+	if (conn->capable & FUSE_CAP_WRITEBACK_CACHE)
+		conn->want |= FUSE_CAP_WRITEBACK_CACHE;
 	conn->max_background = FS_MAX_BACKGROUND;
 	conn->congestion_threshold = FS_MAX_BACKGROUND * 3 / 4;
 	/* libaio/io_uring direct I/O stays asynchronous in the kernel */
@@ -625,22 +649,153 @@ static const struct fuse_lowlevel_ops fs_ops = {
 	.listxattr = fs_listxattr,
 };
 
-/* Run the loop on a mounted session until a signal or an unmount. */
-static int run(struct fuse_session *se)
+/* Best effort (root only; a failure is logged): the read-ahead of the
+ * mount's bdi, which the kernel starts at its default (128 KiB) and lets
+ * the FUSE server only lower through fuse_conn_info.max_readahead.  The
+ * stat() needs the loop running (the kernel asks us for the root). */
+static void tune_bdi(const char *dir)
+{
+	char path[96];
+	struct stat st;
+	FILE *f;
+	int ok;
+
+	if (stat(dir, &st) < 0)
+		return;
+	snprintf(path, sizeof(path), "/sys/class/bdi/%u:%u/read_ahead_kb", major(st.st_dev),
+		 minor(st.st_dev));
+	f = fopen(path, "w");
+	ok = f && fprintf(f, "%d\n", FS_READ_AHEAD_KB) > 0;
+	if (f && fclose(f))
+		ok = 0;
+	if (!ok)
+		log_debug("%s: cannot set it to %d: %s", path, FS_READ_AHEAD_KB, strerror(errno));
+}
+
+/* ---- the stop: write back, flush, end the loop -------------------------------- */
+
+/*
+ * SIGTERM, SIGINT and SIGHUP are blocked in every thread; the stopper
+ * thread takes them with sigwait().  Before the loop ends, while the
+ * workers still serve, it writes back what the page cache holds of each
+ * disk and flushes it (open + fsync of each file: the kernel sends the
+ * dirty pages, then FUSE_FSYNC, our flush), so a stopped guest leaves its
+ * disks as a Linux guest's shutdown leaves them.  Then it ends the loop:
+ * fuse_session_exit() and FS_WAKE_SIGNAL at the thread that runs the
+ * loop (its sem_wait returns EINTR; repeated until the loop is seen to
+ * return, in case the signal came before the wait).
+ */
+#define FS_WAKE_SIGNAL SIGUSR2
+
+struct stopper {
+	struct fuse_session *se;
+	struct disks *t;
+	const char *dir;
+	sigset_t sigs;                /* the stop signals */
+	pthread_t loop;               /* the thread that runs the loop */
+	bool loop_done;               /* atomic: the loop returned */
+};
+
+static void wake_handler(int sig)
+{
+	(void)sig;                    /* only to interrupt the loop's wait */
+}
+
+struct names {
+	char (*name)[sizeof(((struct disk *)0)->name)];
+	size_t n, cap;
+};
+
+static void add_name(void *arg, const struct disk *d)
+{
+	struct names *ns = arg;
+	void *p;
+
+	if (ns->n == ns->cap) {
+		p = realloc(ns->name, (ns->cap * 2 + 4) * sizeof(*ns->name));
+		if (!p)
+			return;              /* that disk is not written back */
+		ns->name = p;
+		ns->cap = ns->cap * 2 + 4;
+	}
+	memcpy(ns->name[ns->n++], d->name, sizeof(d->name));
+}
+
+/* Write back and flush every disk's file under dir (see above). */
+static void write_back_all(struct disks *t, const char *dir)
+{
+	struct names ns = { 0 };
+	char path[4096 + 40];
+	int fd;
+
+	disks_each(t, add_name, &ns);
+	for (size_t i = 0; i < ns.n; i++) {
+		snprintf(path, sizeof(path), "%s/%s", dir, ns.name[i]);
+		fd = open(path, O_RDONLY | O_CLOEXEC);
+		if (fd < 0)
+			continue;            /* detached meanwhile */
+		if (fsync(fd) < 0)
+			log_warn("%s: writing back before the stop: %s", ns.name[i],
+				 strerror(errno));
+		close(fd);
+	}
+	free(ns.name);
+}
+
+static void *stopper(void *arg)
+{
+	const struct timespec tick = { 0, 20 * 1000000 };
+	struct stopper *s = arg;
+	int sig;
+
+	tune_bdi(s->dir);
+	while (sigwait(&s->sigs, &sig))
+		;
+	if (__atomic_load_n(&s->loop_done, __ATOMIC_ACQUIRE))
+		return NULL;                 /* the loop ended by itself (unmount) */
+	log_info("signal %d: writing back and flushing the disks", sig);
+	write_back_all(s->t, s->dir);
+	fuse_session_exit(s->se);
+	while (!__atomic_load_n(&s->loop_done, __ATOMIC_ACQUIRE)) {
+		pthread_kill(s->loop, FS_WAKE_SIGNAL);
+		nanosleep(&tick, NULL);
+	}
+	return NULL;
+}
+
+/* Run the loop on a mounted session until a stop signal or an unmount. */
+static int run(struct fuse_session *se, struct disks *t, const char *dir)
 {
 	struct fuse_loop_config *cfg = fuse_loop_cfg_create();
+	struct sigaction wake = { .sa_handler = wake_handler };   /* no SA_RESTART */
+	struct stopper s = { .se = se, .t = t, .dir = dir, .loop = pthread_self() };
+	sigset_t old;
+	pthread_t th;
 	int rc = -ENOMEM;
 
 	if (!cfg)
 		return rc;
 	fuse_loop_cfg_set_max_threads(cfg, FS_MAX_THREADS);
 	fuse_loop_cfg_set_idle_threads(cfg, FS_MAX_THREADS);
-	rc = -EIO;
-	if (fuse_set_signal_handlers(se) == 0) {
+	sigemptyset(&s.sigs);
+	sigaddset(&s.sigs, SIGTERM);
+	sigaddset(&s.sigs, SIGINT);
+	sigaddset(&s.sigs, SIGHUP);
+	/* the workers, made by the loop, inherit the blocked stop signals */
+	pthread_sigmask(SIG_BLOCK, &s.sigs, &old);
+	signal(SIGPIPE, SIG_IGN);
+	sigemptyset(&wake.sa_mask);
+	rc = sigaction(FS_WAKE_SIGNAL, &wake, NULL) ? -errno : 0;
+	if (!rc)
+		rc = -pthread_create(&th, NULL, stopper, &s);
+	if (!rc) {
 		/* 0: unmounted or stopped by a signal, < 0: error */
 		rc = fuse_session_loop_mt(se, cfg) < 0 ? -EIO : 0;
-		fuse_remove_signal_handlers(se);
+		__atomic_store_n(&s.loop_done, true, __ATOMIC_RELEASE);
+		pthread_kill(th, SIGTERM);   /* a stopper still waiting returns */
+		pthread_join(th, NULL);
 	}
+	pthread_sigmask(SIG_SETMASK, &old, NULL);
 	fuse_loop_cfg_destroy(cfg);
 	return rc;
 }
@@ -659,7 +814,7 @@ int blkfront_fs_serve(struct disks *t, const char *dir)
 		goto out;
 	}
 	log_info("serving %s", dir);
-	rc = run(se);
+	rc = run(se, t, dir);
 	/* the workers are gone; answer what is in flight before the
 	 * session (which the answers use) goes */
 	drain();
