@@ -721,24 +721,30 @@ static void add_name(void *arg, const struct disk *d)
 	memcpy(ns->name[ns->n++], d->name, sizeof(d->name));
 }
 
+/* Write back the file name under dir (the mount point) and flush it:
+ * the kernel sends its dirty pages and waits for them, then FUSE_FSYNC. */
+static void write_back(void *dir, const char *name)
+{
+	char path[4096 + 40];
+	int fd;
+
+	snprintf(path, sizeof(path), "%s/%s", (const char *)dir, name);
+	fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return;              /* gone meanwhile: nothing cached is reachable */
+	if (fsync(fd) < 0)
+		log_warn("%s: writing back: %s", name, strerror(errno));
+	close(fd);
+}
+
 /* Write back and flush every disk's file under dir (see above). */
 static void write_back_all(struct disks *t, const char *dir)
 {
 	struct names ns = { 0 };
-	char path[4096 + 40];
-	int fd;
 
 	disks_each(t, add_name, &ns);
-	for (size_t i = 0; i < ns.n; i++) {
-		snprintf(path, sizeof(path), "%s/%s", dir, ns.name[i]);
-		fd = open(path, O_RDONLY | O_CLOEXEC);
-		if (fd < 0)
-			continue;            /* detached meanwhile */
-		if (fsync(fd) < 0)
-			log_warn("%s: writing back before the stop: %s", ns.name[i],
-				 strerror(errno));
-		close(fd);
-	}
+	for (size_t i = 0; i < ns.n; i++)
+		write_back((void *)dir, ns.name[i]);
 	free(ns.name);
 }
 
@@ -789,8 +795,12 @@ static int run(struct fuse_session *se, struct disks *t, const char *dir)
 	if (!rc)
 		rc = -pthread_create(&th, NULL, stopper, &s);
 	if (!rc) {
+		/* a detach writes the disk back through the mount while the
+		 * loop serves it (disks.h) */
+		disks_set_write_back(t, write_back, (void *)dir);
 		/* 0: unmounted or stopped by a signal, < 0: error */
 		rc = fuse_session_loop_mt(se, cfg) < 0 ? -EIO : 0;
+		disks_set_write_back(t, NULL, NULL);
 		__atomic_store_n(&s.loop_done, true, __ATOMIC_RELEASE);
 		pthread_kill(th, SIGTERM);   /* a stopper still waiting returns */
 		pthread_join(th, NULL);
