@@ -469,7 +469,11 @@ static void fs_getattr(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi
 }
 
 /* truncate(2) only to the disk's own size (a no-op: the size is the
- * backend's); times are accepted and not kept; no chmod or chown. */
+ * backend's), and to 0 without a file (what an O_TRUNC open sends; also
+ * truncate(2) to 0, which cannot be told apart): ignored, as a block
+ * device ignores O_TRUNC, and answered with the disk's size, which the
+ * kernel then keeps.  Times are accepted and not kept; no chmod or
+ * chown. */
 static void fs_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *attr, int to_set,
 		       struct fuse_file_info *fi)
 {
@@ -486,7 +490,8 @@ static void fs_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *attr, int to
 		rc = EPERM;
 	else if ((to_set & FUSE_SET_ATTR_SIZE) && d->readonly)
 		rc = EROFS;
-	else if ((to_set & FUSE_SET_ATTR_SIZE) && (uint64_t)attr->st_size != d->size)
+	else if ((to_set & FUSE_SET_ATTR_SIZE) && (uint64_t)attr->st_size != d->size &&
+		 (fi || attr->st_size != 0))
 		rc = EINVAL;
 	disk_stat(d, &st);
 	disks_put(table(req), d);
@@ -630,8 +635,11 @@ static void fs_init(void *userdata, struct fuse_conn_info *conn)
 		conn->want |= FUSE_CAP_ASYNC_DIO;
 	if (conn->capable & FUSE_CAP_ASYNC_READ)
 		conn->want |= FUSE_CAP_ASYNC_READ;
-	if (conn->capable & FUSE_CAP_ATOMIC_O_TRUNC)
-		conn->want |= FUSE_CAP_ATOMIC_O_TRUNC;   /* O_TRUNC is ignored, as on a block device */
+	/* No FUSE_CAP_ATOMIC_O_TRUNC: with the writeback cache the kernel
+	 * would set its own size to 0 at an O_TRUNC open and trust it from
+	 * then on.  Without it an O_TRUNC open is a setattr to size 0,
+	 * which fs_setattr ignores, as a block device ignores O_TRUNC. */
+	conn->want &= ~FUSE_CAP_ATOMIC_O_TRUNC;
 }
 
 static const struct fuse_lowlevel_ops fs_ops = {

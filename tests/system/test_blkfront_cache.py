@@ -236,3 +236,28 @@ def test_detach_writes_back_before_closing(cached):
     finally:
         w.close()
     assert g.blkfront.proc.poll() is None
+
+
+def test_o_trunc_is_ignored_as_on_a_block_device(cached):
+    """dd without conv=notrunc opens with O_TRUNC: the file keeps its size
+    (the kernel's cached size too) and the bytes beyond what dd wrote;
+    ftruncate to another size is refused."""
+    g, img, dev, st = cached
+    with open(dev, "r+b") as f:
+        f.seek(40 * MiB)
+        f.write(b"\x42" * MiB)
+    r = subprocess.run(["dd", "if=/dev/zero", f"of={dev}", "bs=4k",
+                        "count=16", "status=none"], capture_output=True,
+                       text=True, timeout=60)
+    assert r.returncode == 0, r.stderr
+    assert os.stat(dev).st_size == 64 * MiB
+    with open(dev, "rb") as f:
+        f.seek(40 * MiB)
+        assert f.read(MiB) == b"\x42" * MiB
+    fd = os.open(dev, os.O_RDWR)
+    try:
+        with pytest.raises(OSError):
+            os.ftruncate(fd, MiB)
+    finally:
+        os.close(fd)
+    assert os.stat(dev).st_size == 64 * MiB
