@@ -657,27 +657,43 @@ static const struct fuse_lowlevel_ops fs_ops = {
 	.listxattr = fs_listxattr,
 };
 
-/* Best effort (root only; a failure is logged): the read-ahead of the
- * mount's bdi, which the kernel starts at its default (128 KiB) and lets
- * the FUSE server only lower through fuse_conn_info.max_readahead.  The
- * stat() needs the loop running (the kernel asks us for the root). */
-static void tune_bdi(const char *dir)
+/* One attribute of the mount's bdi (/sys/class/bdi/MAJ:MIN/name), best
+ * effort: root only, a failure is logged at debug level. */
+static void bdi_set(const struct stat *st, const char *name, int val)
 {
-	char path[96];
-	struct stat st;
+	char path[128];
 	FILE *f;
 	int ok;
 
-	if (stat(dir, &st) < 0)
-		return;
-	snprintf(path, sizeof(path), "/sys/class/bdi/%u:%u/read_ahead_kb", major(st.st_dev),
-		 minor(st.st_dev));
+	snprintf(path, sizeof(path), "/sys/class/bdi/%u:%u/%s", major(st->st_dev),
+		 minor(st->st_dev), name);
 	f = fopen(path, "w");
-	ok = f && fprintf(f, "%d\n", FS_READ_AHEAD_KB) > 0;
+	ok = f && fprintf(f, "%d\n", val) > 0;
 	if (f && fclose(f))
 		ok = 0;
 	if (!ok)
-		log_debug("%s: cannot set it to %d: %s", path, FS_READ_AHEAD_KB, strerror(errno));
+		log_debug("%s: cannot set it to %d: %s", path, val, strerror(errno));
+}
+
+/*
+ * Make the mount's bdi what a block device's is.  The kernel gives a
+ * FUSE mount a read-ahead the server may only lower (128 KiB; we want
+ * FS_READ_AHEAD_KB) and, to protect memory from a server that never
+ * answers, a strict dirty limit of 1% of the machine's dirty
+ * threshold, which throttles the seed's dd to a trickle of write-back.
+ * A block device (the loop device the dd is measured against) has
+ * neither: it may use the whole dirty threshold.  The stat() needs the
+ * loop running (the kernel asks us for the root's attributes).
+ */
+static void tune_bdi(const char *dir)
+{
+	struct stat st;
+
+	if (stat(dir, &st) < 0)
+		return;
+	bdi_set(&st, "read_ahead_kb", FS_READ_AHEAD_KB);
+	bdi_set(&st, "strict_limit", 0);
+	bdi_set(&st, "max_ratio", 100);
 }
 
 /* ---- the stop: write back, flush, end the loop -------------------------------- */
