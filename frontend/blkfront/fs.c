@@ -745,20 +745,97 @@ static void add_name(void *arg, const struct disk *d)
 	memcpy(ns->name[ns->n++], d->name, sizeof(d->name));
 }
 
+/* How long a write-back may take before a stop or a detach goes on
+ * without it: a backend that died without a word answers nothing, and
+ * the thread that waits (the stopper, libxbdfront's monitor) is the one
+ * that would fail that I/O. */
+#define FS_WRITE_BACK_TIMEOUT_S 10
+
+/* One write-back in a thread of its own (see write_back).  Lifetime:
+ * freed by the last of the thread and the waiter (refs, under lock). */
+struct wb_job {
+	pthread_mutex_t lock;         /* done, refs */
+	pthread_cond_t cond;
+	bool done;
+	unsigned int refs;
+	char path[4096 + 40];
+	char name[32];
+};
+
+static void wb_put(struct wb_job *j)
+{
+	bool last;
+
+	pthread_mutex_lock(&j->lock);
+	last = --j->refs == 0;
+	pthread_mutex_unlock(&j->lock);
+	if (last) {
+		pthread_mutex_destroy(&j->lock);
+		pthread_cond_destroy(&j->cond);
+		free(j);
+	}
+}
+
+static void *wb_main(void *arg)
+{
+	struct wb_job *j = arg;
+	int fd = open(j->path, O_RDONLY | O_CLOEXEC);
+
+	/* fd < 0: gone meanwhile, nothing cached is reachable any more */
+	if (fd >= 0) {
+		if (fsync(fd) < 0)
+			log_warn("%s: writing back: %s", j->name, strerror(errno));
+		close(fd);
+	}
+	pthread_mutex_lock(&j->lock);
+	j->done = true;
+	pthread_cond_signal(&j->cond);
+	pthread_mutex_unlock(&j->lock);
+	wb_put(j);
+	return NULL;
+}
+
 /* Write back the file name under dir (the mount point) and flush it:
- * the kernel sends its dirty pages and waits for them, then FUSE_FSYNC. */
+ * open + fsync (the kernel sends the dirty pages and waits for them,
+ * then FUSE_FSYNC, our flush), waited for at most
+ * FS_WRITE_BACK_TIMEOUT_S; a write-back still running then ends with
+ * the I/O the detach or the close fails. */
 static void write_back(void *dir, const char *name)
 {
-	char path[4096 + 40];
-	int fd;
+	struct timespec until;
+	struct wb_job *j = calloc(1, sizeof(*j));
+	pthread_attr_t attr;
+	pthread_t th;
+	int rc = ENOMEM;
 
-	snprintf(path, sizeof(path), "%s/%s", (const char *)dir, name);
-	fd = open(path, O_RDONLY | O_CLOEXEC);
-	if (fd < 0)
-		return;              /* gone meanwhile: nothing cached is reachable */
-	if (fsync(fd) < 0)
-		log_warn("%s: writing back: %s", name, strerror(errno));
-	close(fd);
+	if (!j)
+		goto out;
+	pthread_mutex_init(&j->lock, NULL);
+	pthread_cond_init(&j->cond, NULL);
+	j->refs = 2;
+	snprintf(j->path, sizeof(j->path), "%s/%s", (const char *)dir, name);
+	snprintf(j->name, sizeof(j->name), "%s", name);
+	pthread_attr_init(&attr);
+	pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
+	rc = pthread_create(&th, &attr, wb_main, j);
+	pthread_attr_destroy(&attr);
+	if (rc) {
+		j->refs = 1;
+		wb_put(j);
+		goto out;
+	}
+	clock_gettime(CLOCK_REALTIME, &until);
+	until.tv_sec += FS_WRITE_BACK_TIMEOUT_S;
+	pthread_mutex_lock(&j->lock);
+	while (!j->done && rc != ETIMEDOUT)
+		rc = pthread_cond_timedwait(&j->cond, &j->lock, &until);
+	if (j->done)
+		rc = 0;
+	pthread_mutex_unlock(&j->lock);
+	wb_put(j);
+out:
+	if (rc)
+		log_warn("%s: write-back not done: %s", name, strerror(rc));
 }
 
 /* Write back and flush every disk's file under dir (see above). */
