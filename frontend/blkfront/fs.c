@@ -20,6 +20,12 @@
  * Lifetime: a struct fs_io and the disk reference it holds live from the
  * handler to io_done(); blkfront_fs_serve() waits for every answer
  * (fs_pending) before it unmounts and frees the session.
+ * Page cache: buffered I/O goes through the kernel's page cache (FUSE
+ * writeback cache, fs_init), so the reads and writes that reach us are
+ * the kernel's read-ahead and write-back (up to max_write) and O_DIRECT
+ * requests; fsync reaches us after the kernel wrote the file back.  A
+ * stop signal and a detach write every file back first (the stopper
+ * thread, write_back()).  Documentation/guest.md has the rules.
  * Lock: fs_rmw_lock: writes that do not cover whole sectors are
  * read-modify-write, serialised per process; they wait for their two
  * steps in the worker thread (a rare path: dd of odd sizes).
