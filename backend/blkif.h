@@ -55,6 +55,7 @@ struct backend_dev {
 	bool persistent;
 	uint64_t generation;             /* of the connection: xbd-generation */
 	struct be_queue *queues;         /* nr_queues of them while connected */
+	struct gnt_budget mem;           /* pages its queues hold (gnt.h) */
 };
 
 /* Take a reference; the call site names where it is dropped. */

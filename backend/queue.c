@@ -146,6 +146,7 @@ static int start_engine(struct be_queue *q, struct be_replay *plan)
 		return rc;
 	/* the pool holds at most what the ring can have in flight */
 	gnt_xport_bound(&q->xport, q->ring.nr_ents * req_seg_capacity(&q->cfg.limits));
+	gnt_xport_budget(&q->xport, q->cfg.budget);
 	q->xport_up = true;
 	rc = be_io_init(&q->io, &io);
 	q->io_up = !rc;

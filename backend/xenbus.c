@@ -380,12 +380,12 @@ static int read_queue_keys(struct backend_dev *d, const char *dir, struct be_que
 	return 0;
 }
 
-static void queue_cfg(const struct backend_dev *d, unsigned int i, struct be_queue_cfg *c)
+static void queue_cfg(struct backend_dev *d, unsigned int i, struct be_queue_cfg *c)
 {
 	*c = (struct be_queue_cfg){
 		.plat = d->ctx->plat, .self = d->ctx->self, .frontend = d->fe_domid,
 		.index = i, .ring_order = d->order, .abi = d->abi,
-		.persistent = d->persistent, .storage = &d->st,
+		.persistent = d->persistent, .storage = &d->st, .budget = &d->mem,
 		.limits = {
 			.sectors = d->st.size >> 9, .sector_size = d->st.logical_block,
 			.read_only = d->read_only, .flush = true, .barrier = true,

@@ -759,6 +759,78 @@ static int sc_flood(struct front *f, int argc, char **argv)
 	return sc_latency_connected(f, 1, one);
 }
 
+/* ---- bloat: the memory attack of issue 18 (XSA-392 class) ----------------- */
+
+#define OP_INDIRECT 6
+#define BLOAT_SEGS 256
+
+/* One indirect read of BLOAT_SEGS whole pages at sector 0, its segments
+ * cycling over every data page; the segment list is the read-only page
+ * ro[0] (the backend copies it out once per request, so all share it). */
+static void build_bloat(uint8_t *buf, uint64_t id, xbd_grant_ref_t ind)
+{
+	uint16_t nseg = BLOAT_SEGS;
+
+	memset(buf, 0, STRIDE);
+	buf[0] = OP_INDIRECT;
+	buf[1] = OP_READ;
+	memcpy(buf + 2, &nseg, 2);
+	memcpy(buf + 8, &id, 8);
+	memcpy(buf + 28, &ind, 4);
+}
+
+/* bloat SECONDS: persistent grants negotiated, then a ring kept full of
+ * 256-segment (1 MiB) indirect reads for SECONDS, on more grants than
+ * the backend's pool holds (the test lowers max_persistent_grants), so
+ * each one is bounce-copied.  Prints "ready 1" once the first responses
+ * came back, then "requests N", "ok N", "error N"; fails on an error
+ * status, a response that never comes or a wrong id. */
+static int sc_bloat(struct front *f, int argc, char **argv)
+{
+	uint8_t buf[STRIDE], rsp[16];
+	unsigned long sent = 0, ok = 0, err = 0;
+	unsigned int inflight = 0;
+	double end;
+
+	if (argc != 1)
+		return 2;
+	end = now() + strtod(argv[0], NULL);
+	for (unsigned int i = 0; i < BLOAT_SEGS; i++) {      /* the segment list */
+		uint8_t *seg = f->ro_mem + 8 * i;
+		xbd_grant_ref_t ref = f->data[i % NDATA];
+
+		memcpy(seg, &ref, 4);
+		seg[4] = 0;
+		seg[5] = 7;
+	}
+	if (xbd_xs_write(f->xs, XBT_NULL, f->fe, "feature-persistent", "1"))
+		die("writing feature-persistent");
+	connect_front(f);
+	for (;;) {
+		while (inflight < f->nr_ents && now() < end) {
+			build_bloat(buf, sent++, f->ro[0]);
+			memcpy(slot(f, f->prod++), buf, STRIDE);
+			inflight++;
+		}
+		push(f);
+		if (!inflight)
+			break;
+		if (!get_rsp(f, rsp, 20000))
+			die("no response after %lu requests (%u in flight)", ok + err, inflight);
+		inflight--;
+		if (rsp_status(rsp) == RSP_OKAY)
+			ok++;
+		else
+			err++;
+		if (ok + err == 1) {
+			printf("ready 1\n");
+			fflush(stdout);
+		}
+	}
+	printf("requests %lu\nok %lu\nerror %lu\n", sent, ok, err);
+	return err || ok != sent ? 1 : 0;
+}
+
 /* ---- busy: I/O until killed ---------------------------------------------- */
 
 static int sc_busy(struct front *f, int argc, char **argv)
@@ -805,7 +877,8 @@ static const char usage[] =
 	"  overrun                     req_prod far beyond the ring\n"
 	"  flip N                      cycle the frontend state N times\n"
 	"  flood N                     N watch events for the backend, then 8 round trips\n"
-	"  busy SECONDS                I/O in a loop (prints 'ready 1' once serving)\n";
+	"  busy SECONDS                I/O in a loop (prints 'ready 1' once serving)\n"
+	"  bloat SECONDS               a full ring of 1 MiB indirect reads (persistent)\n";
 
 int main(int argc, char **argv)
 {
@@ -818,7 +891,7 @@ int main(int argc, char **argv)
 		{ "io", sc_io }, { "latency", sc_latency }, { "doublefetch", sc_doublefetch },
 		{ "leak", sc_leak }, { "storm", sc_storm }, { "badgrant", sc_badgrant },
 		{ "overrun", sc_overrun }, { "flip", sc_flip }, { "busy", sc_busy },
-		{ "flood", sc_flood },
+		{ "flood", sc_flood }, { "bloat", sc_bloat },
 	};
 	struct front f = { .vdev = 51712 };
 	int c, rc = 2;
