@@ -73,6 +73,10 @@ static const struct tunable table[TUN_COUNT] = {
 		"max_total_pages", TUN_UINT, 262144, 1024, 1u << 26, 0644,
 		"Maximum number of pages every queue of the backend holds together "
 		"(xbd only)" },
+	[TUN_MAX_CONNECTS_PER_SECOND] = {
+		"max_connects_per_second", TUN_UINT, 20, 0, 1000000, 0644,
+		"Connects of one frontend domain's vbds per second, with as many in a "
+		"burst; more are deferred, not refused; 0: no limit (xbd only)" },
 };
 
 /* Written by the control thread, read by any (relaxed). */

@@ -759,6 +759,35 @@ static int sc_flood(struct front *f, int argc, char **argv)
 	return sc_latency_connected(f, 1, one);
 }
 
+/* ---- abandon: close with I/O in flight ------------------------------------ */
+
+/* abandon N: N one-page writes pushed at once, then Closing and Closed
+ * without waiting for a response (a guest that shuts down, or one that
+ * wants the backend's teardown to wait on slow storage). */
+static int sc_abandon(struct front *f, int argc, char **argv)
+{
+	unsigned int n;
+
+	if (argc != 1)
+		return 2;
+	n = (unsigned int)strtoul(argv[0], NULL, 0);
+	if (n > f->nr_ents)
+		n = f->nr_ents;
+	connect_front(f);
+	for (unsigned int i = 0; i < n; i++) {
+		uint8_t buf[STRIDE];
+
+		build(buf, OP_WRITE, 1, i, 8ull * i, &f->data[i % NDATA], 0, 7);
+		memcpy(slot(f, f->prod++), buf, STRIDE);
+	}
+	push(f);
+	usleep(100 * 1000);           /* let the backend take them */
+	xbd_xs_printf(f->xs, XBT_NULL, f->fe, "state", "%d", XenbusStateClosing);
+	xbd_xs_printf(f->xs, XBT_NULL, f->fe, "state", "%d", XenbusStateClosed);
+	printf("abandoned %u\n", n);
+	return 0;
+}
+
 /* ---- bloat: the memory attack of issue 18 (XSA-392 class) ----------------- */
 
 #define OP_INDIRECT 6
@@ -878,6 +907,7 @@ static const char usage[] =
 	"  flip N                      cycle the frontend state N times\n"
 	"  flood N                     N watch events for the backend, then 8 round trips\n"
 	"  busy SECONDS                I/O in a loop (prints 'ready 1' once serving)\n"
+	"  abandon N                   N writes in flight, then Closed at once\n"
 	"  bloat SECONDS               a full ring of 1 MiB indirect reads (persistent)\n";
 
 int main(int argc, char **argv)
@@ -892,6 +922,7 @@ int main(int argc, char **argv)
 		{ "leak", sc_leak }, { "storm", sc_storm }, { "badgrant", sc_badgrant },
 		{ "overrun", sc_overrun }, { "flip", sc_flip }, { "busy", sc_busy },
 		{ "flood", sc_flood }, { "bloat", sc_bloat },
+		{ "abandon", sc_abandon },
 	};
 	struct front f = { .vdev = 51712 };
 	int c, rc = 2;

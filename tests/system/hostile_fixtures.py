@@ -21,6 +21,14 @@ DISK_BYTES = 8 << 20
 XVDA = 51712
 
 
+def wait_for(cond, what, timeout=10):
+    """Poll cond() until it holds; fail with what after timeout s."""
+    deadline = time.monotonic() + timeout
+    while not cond():
+        assert time.monotonic() < deadline, what
+        time.sleep(0.05)
+
+
 class Proc:
     """A snapshot of what a process holds, from /proc/<pid>."""
 
