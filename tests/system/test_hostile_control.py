@@ -41,10 +41,12 @@ def lock_domain_files(rundir, domid):
         for start in (0, 1):
             try:
                 fcntl.lockf(fd, fcntl.LOCK_EX | fcntl.LOCK_NB, 0, start)
+                held.append(fd)
                 break
             except OSError:
                 pass
-        held.append(fd)
+        else:
+            os.close(fd)
     return held
 
 
@@ -79,6 +81,8 @@ def test_flipping_and_slow_close_do_not_delay_another_connect(host, slow_disk, l
         time.sleep(0.5)                       # A's events pile up
         if locked:
             held = lock_domain_files(host.rundir, a.domid)
+            assert held, "no file of the flipping domain could be locked"
+            print(f"locked {len(held)} files of dom{a.domid}")
         out = s.front("abandon", IN_FLIGHT, timeout=30)
         assert out["abandoned"] == str(IN_FLIGHT)
         times = []
