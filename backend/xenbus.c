@@ -318,7 +318,7 @@ int be_dev_probe(const struct be_ctx *ctx, const char *be_path, struct backend_d
 static int read_fe_common(struct backend_dev *d)
 {
 	struct xs_handle *xs = d->ctx->xs;
-	char proto[32];
+	char proto[32], shown[XBD_LOG_ESC_SIZE];
 	unsigned int v = 0;
 	int rc;
 
@@ -328,7 +328,9 @@ static int read_fe_common(struct backend_dev *d)
 	} else if (rc || ring_abi_parse(proto, &d->abi)) {
 		if (rc)
 			snprintf(proto, sizeof(proto), "(unreadable)");
-		be_fatal(d, -ENOSYS, "unknown fe protocol %s", proto);
+		/* The guest wrote it: escaped for the log and the error node. */
+		be_fatal(d, -ENOSYS, "unknown fe protocol %s",
+			 xbd_log_escape(shown, sizeof(shown), proto));
 		return -ENOSYS;
 	}
 	rc = xbd_xs_read_uint(xs, XBT_NULL, d->fe_path, "feature-persistent", 0, 1, &v);
