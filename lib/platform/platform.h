@@ -260,7 +260,9 @@ int xbd_evtchn_bind_interdomain(struct xbd_evtchn *e, xbd_domid_t remote,
 int xbd_evtchn_unbind(struct xbd_evtchn *e, xbd_evtchn_port_t port);
 /* Send an event to the peer of port.  Coalesced: costs no syscall when the
  * remote port is already pending or masked (the peer is awake and has not
- * unmasked).  Sent on an unbound port or to a closed peer: dropped, 0. */
+ * unmasked).  Sent on an unbound port or to a closed peer: dropped, 0.
+ * Local platform: -EPROTO when the peer rewrote the port's flags under
+ * every bounded attempt to set them (a hostile peer; unmask likewise). */
 int xbd_evtchn_notify(struct xbd_evtchn *e, xbd_evtchn_port_t port);
 /* Next pending port of this handle (> 0), or -EAGAIN if none.  The port
  * stays masked until xbd_evtchn_unmask(), as with xenevtchn; unmask
