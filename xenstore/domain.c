@@ -17,6 +17,7 @@
 
 #include <errno.h>
 #include <glob.h>
+#include <limits.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -161,6 +162,29 @@ void domain_account(uint32_t owner, long delta, const struct node *n)
 	}
 }
 
+/*
+ * A domain's socket belongs to the owner and group of its directory (root
+ * unless `xbd domain-create --user/--group` gave them away): mode 0600,
+ * or 0660 when the directory has a group other than root's.  Issue 18:
+ * a 0666 socket let any local user act as the domain.
+ */
+static int socket_owner(const char *path)
+{
+	char dir[PATH_MAX];
+	struct stat st;
+	char *slash;
+
+	snprintf(dir, sizeof(dir), "%s", path);
+	slash = strrchr(dir, '/');
+	if (slash)
+		*slash = '\0';
+	if (lstat(dir, &st) < 0 || !S_ISDIR(st.st_mode))
+		return -1;
+	if (lchown(path, st.st_uid, st.st_gid) < 0)
+		return -1;
+	return chmod(path, st.st_gid != 0 ? 0660 : 0600);
+}
+
 int listener_open(struct listener *l, const char *path, uint32_t domid)
 {
 	struct sockaddr_un sa = { .sun_family = AF_UNIX };
@@ -174,8 +198,15 @@ int listener_open(struct listener *l, const char *path, uint32_t domid)
 	if (fd < 0)
 		return -errno;
 	unlink(path);
-	if (bind(fd, (struct sockaddr *)&sa, sizeof(sa)) < 0 ||
-	    chmod(path, domid ? 0666 : 0600) < 0 || listen(fd, 128) < 0 ||
+	/* Born 0600 (single-threaded daemon: the umask is ours), so nobody
+	 * connects before the owner is set; anyone who can connect to a
+	 * domain's socket *is* that domain. */
+	mode_t old_mask = umask(0177);
+	int b = bind(fd, (struct sockaddr *)&sa, sizeof(sa));
+
+	umask(old_mask);
+	if (b < 0 || (domid && (ret = socket_owner(path)) < 0) ||
+	    listen(fd, 128) < 0 ||
 	    epoll_ctl(epoll_fd, EPOLL_CTL_ADD, fd, &ev) < 0) {
 		ret = -errno;
 		close(fd);

@@ -362,6 +362,31 @@ static int mark_dying(const struct xbd_platform *p, xbd_domid_t domid)
 	return rc;
 }
 
+int local_domain_set_owner(struct xbd_platform *p, xbd_domid_t domid,
+			   uid_t uid, gid_t gid)
+{
+	char path[PATH_MAX];
+	struct dirent *de;
+	DIR *dir;
+	int rc = 0;
+
+	local_path(p, domid, NULL, path);
+	dir = opendir(path);
+	if (!dir)
+		return -errno;
+	while ((de = readdir(dir)) != NULL) {
+		if (strcmp(de->d_name, "..") == 0)
+			continue;
+		if (fchownat(dirfd(dir), de->d_name, uid, gid,
+			     AT_SYMLINK_NOFOLLOW) < 0) {
+			rc = -errno;
+			break;
+		}
+	}
+	closedir(dir);
+	return rc;
+}
+
 static int local_domain_destroy(struct xbd_platform *p, xbd_domid_t domid, bool force)
 {
 	static unsigned int counter;

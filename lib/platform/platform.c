@@ -116,6 +116,14 @@ int xbd_domain_create(struct xbd_platform *p, xbd_domid_t domid,
 	return p->ops->domain_create(p, domid, name, mem_bytes);
 }
 
+int xbd_domain_set_owner(struct xbd_platform *p, xbd_domid_t domid,
+			 uid_t uid, gid_t gid)
+{
+	if (xbd_platform_get_kind(p) != XBD_PLATFORM_LOCAL)
+		return -EOPNOTSUPP;
+	return local_domain_set_owner(p, domid, uid, gid);
+}
+
 int xbd_domain_destroy(struct xbd_platform *p, xbd_domid_t domid, bool force)
 {
 	return p->ops->domain_destroy(p, domid, force);

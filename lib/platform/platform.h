@@ -107,6 +107,14 @@ struct xbd_domain_info {
  */
 int xbd_domain_create(struct xbd_platform *p, xbd_domid_t domid,
 		      const char *name, uint64_t mem_bytes);
+/*
+ * Local only (xen: -EOPNOTSUPP): give domain domid's directory, its files
+ * and (xbd-xenstored follows the directory) its xenstore socket to uid and
+ * gid, so that user, or that group, can run the guest.  (uid_t)-1 or
+ * (gid_t)-1 leaves that one as it is.  Call before introducing the domain.
+ */
+int xbd_domain_set_owner(struct xbd_platform *p, xbd_domid_t domid,
+			 uid_t uid, gid_t gid);
 /* Local only: mark dying, then remove the domain's files.  -EBUSY while a
  * live process has it claimed (unless force), -ENOENT if absent. */
 int xbd_domain_destroy(struct xbd_platform *p, xbd_domid_t domid, bool force);
