@@ -159,7 +159,9 @@ static void dump_stats(const struct devtab *t, const char *rundir)
 
 	snprintf(path, sizeof(path), "%s/xbd-blkback.stats", rundir);
 	snprintf(tmp, sizeof(tmp), "%s.tmp", path);
-	f = fopen(tmp, "we");
+	f = fopen(tmp, "wex");   /* O_EXCL: never through a planted link */
+	if (!f && errno == EEXIST && unlink(tmp) == 0)
+		f = fopen(tmp, "wex");
 	if (!f) {
 		log_warn("cannot write %s: %s", tmp, strerror(errno));
 		return;

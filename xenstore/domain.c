@@ -166,23 +166,27 @@ void domain_account(uint32_t owner, long delta, const struct node *n)
  * A domain's socket belongs to the owner and group of its directory (root
  * unless `xbd domain-create --user/--group` gave them away): mode 0600,
  * or 0660 when the directory has a group other than root's.  Issue 18:
- * a 0666 socket let any local user act as the domain.
+ * a 0666 socket let any local user act as the domain.  The mode is set by
+ * the umask at bind (chmod would follow a link the owner planted);
+ * xenstored.sock (domid 0) is root's, 0600.
  */
-static int socket_owner(const char *path)
+static int socket_owner(const char *path, uint32_t domid, struct stat *st)
 {
 	char dir[PATH_MAX];
-	struct stat st;
 	char *slash;
 
+	memset(st, 0, sizeof(*st));
+	if (!domid)
+		return 0600;
 	snprintf(dir, sizeof(dir), "%s", path);
 	slash = strrchr(dir, '/');
 	if (slash)
 		*slash = '\0';
-	if (lstat(dir, &st) < 0 || !S_ISDIR(st.st_mode))
-		return -1;
-	if (lchown(path, st.st_uid, st.st_gid) < 0)
-		return -1;
-	return chmod(path, st.st_gid != 0 ? 0660 : 0600);
+	if (lstat(dir, st) < 0)
+		return -errno;
+	if (!S_ISDIR(st->st_mode))
+		return -ENOTDIR;
+	return st->st_gid != 0 ? 0660 : 0600;
 }
 
 int listener_open(struct listener *l, const char *path, uint32_t domid)
@@ -197,15 +201,22 @@ int listener_open(struct listener *l, const char *path, uint32_t domid)
 	fd = socket(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
 	if (fd < 0)
 		return -errno;
-	unlink(path);
-	/* Born 0600 (single-threaded daemon: the umask is ours), so nobody
-	 * connects before the owner is set; anyone who can connect to a
-	 * domain's socket *is* that domain. */
-	mode_t old_mask = umask(0177);
-	int b = bind(fd, (struct sockaddr *)&sa, sizeof(sa));
+	/* Anyone who can connect to a domain's socket *is* that domain:
+	 * born with its final mode (single-threaded daemon: the umask is
+	 * ours), owned by root until the lchown, listening only after. */
+	struct stat st;
+	int mode = socket_owner(path, domid, &st), b;
 
+	if (mode < 0) {
+		close(fd);
+		return mode;
+	}
+	unlink(path);
+	mode_t old_mask = umask(~(mode_t)mode & 0777);
+
+	b = bind(fd, (struct sockaddr *)&sa, sizeof(sa));
 	umask(old_mask);
-	if (b < 0 || (domid && (ret = socket_owner(path)) < 0) ||
+	if (b < 0 || (domid && lchown(path, st.st_uid, st.st_gid) < 0) ||
 	    listen(fd, 128) < 0 ||
 	    epoll_ctl(epoll_fd, EPOLL_CTL_ADD, fd, &ev) < 0) {
 		ret = -errno;

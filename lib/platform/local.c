@@ -21,11 +21,14 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "log.h"
 #include "platform/local.h"
 
 int xbd_local_prepare_rundir(const char *rundir)
 {
+	char why[PATH_MAX + 128];
 	struct stat st;
+	int rc;
 
 	if (mkdir(rundir, 0755) < 0 && errno != EEXIST)
 		return -errno;
@@ -33,6 +36,11 @@ int xbd_local_prepare_rundir(const char *rundir)
 		return -errno;
 	if (!S_ISDIR(st.st_mode))
 		return -ENOTDIR;
+	rc = xbd_rundir_check(rundir, why, sizeof(why));
+	if (rc) {
+		log_err("%s", why);
+		return rc;
+	}
 	if (access(rundir, W_OK | X_OK) < 0)
 		return -errno;
 	return 0;
@@ -52,7 +60,9 @@ int local_open(const struct xbd_platform *p, xbd_domid_t domid,
 	int fd;
 
 	local_path(p, domid, file, path);
-	fd = open(path, flags | O_CLOEXEC, 0660);
+	/* Never through a link: the guest owns its files (and with
+	 * domain-create --user its directory) and could point one anywhere. */
+	fd = open(path, flags | O_CLOEXEC | O_NOFOLLOW, 0660);
 	return fd < 0 ? -errno : fd;
 }
 
@@ -137,7 +147,8 @@ static int write_file(int dirfd, const char *name, const void *data,
 {
 	int fd, rc = 0;
 
-	fd = openat(dirfd, name, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0660);
+	fd = openat(dirfd, name, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW,
+		    0660);
 	if (fd < 0)
 		return -errno;
 	if (len && write(fd, data, len) != (ssize_t)len)

@@ -5,9 +5,11 @@
  * (local.c / local_grant.c / local_evtchn.c, or xen.c).  Nothing here logs.
  */
 #include <errno.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include "platform/private.h"
 
@@ -101,6 +103,32 @@ void xbd_platform_close(struct xbd_platform *p)
 enum xbd_platform_kind xbd_platform_get_kind(const struct xbd_platform *p)
 {
 	return p->kind;
+}
+
+int xbd_rundir_check(const char *dir, char *why, size_t len)
+{
+	struct stat st;
+
+	if (lstat(dir, &st) < 0) {
+		snprintf(why, len, "run directory %s: %s", dir, strerror(errno));
+		return -errno;
+	}
+	if (!S_ISDIR(st.st_mode)) {
+		snprintf(why, len, "run directory %s is not a directory", dir);
+		return -ENOTDIR;
+	}
+	if (st.st_uid != 0 && st.st_uid != geteuid()) {
+		snprintf(why, len, "run directory %s is owned by uid %u, not root: "
+			 "refusing it", dir, (unsigned int)st.st_uid);
+		return -EPERM;
+	}
+	if (st.st_mode & (S_IWGRP | S_IWOTH)) {
+		snprintf(why, len, "run directory %s is writable by group or others "
+			 "(mode %04o): refusing it", dir,
+			 (unsigned int)(st.st_mode & 07777));
+		return -EPERM;
+	}
+	return 0;
 }
 
 const char *xbd_platform_rundir(const struct xbd_platform *p)

@@ -82,6 +82,15 @@ int xbd_platform_open(enum xbd_platform_kind kind, const char *rundir,
 void xbd_platform_close(struct xbd_platform *p);
 enum xbd_platform_kind xbd_platform_get_kind(const struct xbd_platform *p);
 const char *xbd_platform_rundir(const struct xbd_platform *p);
+/*
+ * Is dir fit to be a run directory?  It must be a directory (not a link)
+ * owned by root or by our effective uid, and not writable by group or
+ * others: whoever can write it can plant links and rename our sockets.
+ * 0, or -errno with a one-line reason in why (len bytes).  The local
+ * platform's open checks its run directory so and logs the reason
+ * (error level) when it refuses.
+ */
+int xbd_rundir_check(const char *dir, char *why, size_t len);
 
 /* ------------------------------------------------------------------ */
 /* Domains                                                             */
