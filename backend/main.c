@@ -325,6 +325,13 @@ static int run(const struct options *o)
 			strerror(-rc));
 		goto out;
 	}
+	/* A guest truncating its own files must not kill us (nor the other
+	 * guests' disks): ring.c turns the fault into that device's error. */
+	if (xbd_platform_get_kind(p) == XBD_PLATFORM_LOCAL &&
+	    (rc = xbd_fault_catch(xbd_platform_rundir(p))) != 0) {
+		log_err("cannot catch SIGBUS: %s", strerror(-rc));
+		goto out;
+	}
 	rc = connect_xs(o, p, &xs);
 	if (rc) {
 		log_err("cannot connect to xenstore: %s", strerror(-rc));

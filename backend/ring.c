@@ -113,12 +113,24 @@ int ring_adopt(struct be_ring *r, RING_IDX req_cons)
 	return 0;
 }
 
+void ring_watch_faults(struct be_ring *r, xbd_domid_t peer)
+{
+	r->peer = peer;
+	r->faults_seen = xbd_fault_count(peer);
+	r->watch_faults = true;
+}
+
 int ring_pending(struct be_ring *r)
 {
 	RING_IDX prod;
 
 	if (r->broken)
 		return -EIO;
+	if (r->faulted || (r->watch_faults &&
+			   xbd_fault_count(r->peer) != r->faults_seen)) {
+		r->faulted = true;
+		return -EFAULT;
+	}
 	prod = __atomic_load_n(&hdr(r)->req_prod, __ATOMIC_RELAXED);
 	/* rmb: read the slots only after req_prod. */
 	__atomic_thread_fence(__ATOMIC_ACQUIRE);

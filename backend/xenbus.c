@@ -573,6 +573,9 @@ void be_dev_queue_done(struct backend_dev *d, unsigned int q)
 	if (bq->ring.broken)
 		be_fatal(d, -EIO, "queue %u: frontend overran its ring (req_prod %u)", q,
 			 bq->ring.bad_prod);
+	else if (bq->ring.faulted)
+		be_fatal(d, -EFAULT, "queue %u: the guest truncated memory, grant table "
+			 "or event channels the backend had mapped", q);
 	else
 		be_fatal(d, -EIO, "queue %u stopped: %s", q, strerror(-bq->result));
 }

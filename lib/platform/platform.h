@@ -92,6 +92,21 @@ const char *xbd_platform_rundir(const struct xbd_platform *p);
  */
 int xbd_rundir_check(const char *dir, char *why, size_t len);
 
+/*
+ * Local platform, for the backend: survive a guest truncating its own
+ * memory, grant-table or event-channel file under our mappings.
+ * xbd_fault_catch() installs a process-wide SIGBUS handler (call once,
+ * before threads start): a fault on a mapping of a file of
+ * $rundir/dom<N>/ gets a private zero page mapped in its place (the access
+ * completes, reading zeros) and counts a fault for domain N; any other
+ * SIGBUS still kills.  xbd_fault_count(N): the faults counted for N so far
+ * (one atomic load; compare with an earlier reading).  The mapping stays
+ * useless: whoever sees the count move must stop using that domain's
+ * pages (lib/platform/local_fault.c).
+ */
+int xbd_fault_catch(const char *rundir);
+uint32_t xbd_fault_count(xbd_domid_t domid);
+
 /* ------------------------------------------------------------------ */
 /* Domains                                                             */
 /* ------------------------------------------------------------------ */

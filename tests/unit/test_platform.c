@@ -884,6 +884,36 @@ static void test_evtchn_cas_flipper(void **state)
 	xbd_evtchn_close(g);
 }
 
+/* Issue 18 item 2: the guest truncates its memory under a backend's
+ * mapping; with xbd_fault_catch() the access completes on a zero page and
+ * is counted for the guest's domain instead of killing the process. */
+static void test_truncated_memory_is_caught(void **state)
+{
+	struct fixture *f = *state;
+	volatile uint8_t *m;
+	xbd_grant_ref_t ref;
+	char path[128];
+	uint8_t *g;
+	uint32_t before;
+
+	assert_int_equal(xbd_fault_catch(f->rundir), 0);
+	assert_int_equal(xbd_gntshr_share_pages(f->gs, 0, 1, &ref, true, (void **)&g), 0);
+	g[100] = 0x5a;
+	assert_int_equal(xbd_gnttab_map(f->gt, 1, 1, &ref, PROT_READ | PROT_WRITE,
+					(void **)&m), 0);
+	assert_int_equal(m[100], 0x5a);
+	before = xbd_fault_count(1);
+	snprintf(path, sizeof(path), "%s/dom1/memory", f->rundir);
+	assert_int_equal(truncate(path, 0), 0);
+	assert_int_equal(m[100], 0);          /* SIGBUS without the catch */
+	m[200] = 7;                            /* the same private page now */
+	assert_int_equal(m[200], 7);
+	assert_int_equal(xbd_fault_count(1), before + 1);
+	assert_int_equal(xbd_fault_count(2), 0);
+	assert_int_equal(xbd_gnttab_unmap(f->gt, (void *)m, 1), 0);
+	signal(SIGBUS, SIG_DFL);
+}
+
 static void test_domain_rules(void **state)
 {
 	struct fixture *f = *state;
@@ -936,6 +966,7 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_hostile_tables, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_domain_rules, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_evtchn_cas_bounded, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_truncated_memory_is_caught, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_evtchn_cas_flipper, setup, teardown),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
