@@ -522,6 +522,8 @@ int be_io_run_once(struct be_io *io, int timeout_ms)
 		return crc;
 	if (io->evt_err)
 		return io->evt_err;
+	if (ring_faulted(io->cfg.ring))   /* the notify may have faulted */
+		return -EFAULT;
 	if (rc < 0)
 		return rc;
 	return io->stopping ? 1 : 0;

@@ -104,6 +104,9 @@ struct be_ring {
  * xbd_fault_catch).  Call after ring_attach().
  */
 void ring_watch_faults(struct be_ring *r, xbd_domid_t peer);
+/* Latch and return faulted (one load when none); ring_pending() checks it
+ * after each load of req_prod, the queue after each notify. */
+bool ring_faulted(struct be_ring *r);
 
 /*
  * Attach to a mapped ring of 2^order pages.  The backend starts with
