@@ -367,7 +367,9 @@ int conn_send_event(struct conn *c, const char *path, const char *token)
 	size_t plen = strlen(path) + 1, tlen = strlen(token) + 1;
 	unsigned limit = c->priv ? quota.priv_events : quota.events;
 	uint8_t buf[XS_MAX_PAYLOAD];
+	struct domain *d;
 	struct outmsg *m;
+	long cost;
 
 	if (c->dead || plen + tlen > XS_MAX_PAYLOAD)
 		return -E2BIG;	/* XSA-324: never send an oversize event */
@@ -382,21 +384,19 @@ int conn_send_event(struct conn *c, const char *path, const char *token)
 		c->event_drop_logged = true;
 		return -ENOSPC;
 	}
+	cost = (long)(sizeof(*m) + XS_HDR_SIZE + plen + tlen);
+	d = c->priv ? NULL : domain_get(c->domid, true);
+	if (!c->priv && (!d || d->memory + cost > (long)quota.memory)) {
+		if (!c->event_drop_logged)
+			log_warn("connection %u (domain %u): watch events would pass "
+				 "the memory quota, dropping new ones", c->id, c->domid);
+		c->event_drop_logged = true;
+		return -ENOMEM;
+	}
 	m = msg_new(XS_WATCH_EVENT, 0, 0, buf, (uint32_t)(plen + tlen), true);
 	if (!m)
 		return -ENOMEM;
-	if (!c->priv) {
-		struct domain *d = domain_get(c->domid, true);
-		long cost = (long)(sizeof(*m) + m->len);
-
-		if (!d || d->memory + cost > (long)quota.memory) {
-			if (!c->event_drop_logged)
-				log_warn("connection %u (domain %u): watch events would pass "
-					 "the memory quota, dropping new ones", c->id, c->domid);
-			c->event_drop_logged = true;
-			free(m);
-			return -ENOMEM;
-		}
+	if (d) {
 		d->memory += cost;
 		m->charge = (uint32_t)cost;
 	}
