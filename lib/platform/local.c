@@ -407,16 +407,19 @@ static int local_domain_destroy(struct xbd_platform *p, xbd_domid_t domid, bool 
 	if (domid > XBD_DOMID_MAX)
 		return -EINVAL;
 	fd = local_open(p, domid, "claim", O_RDWR);
-	if (fd < 0)
+	/* A link in place of claim or state (an owner given the directory
+	 * with domain-create --user planted it; we never open through one)
+	 * leaves a broken domain: it is removed all the same. */
+	if (fd < 0 && fd != -ELOOP)
 		return fd == -ENOENT ? -ENOENT : fd;
 	/* Holding the claim lock keeps anyone from claiming meanwhile. */
-	rc = local_lock_byte(fd, 0, F_WRLCK, false);
+	rc = fd < 0 ? 0 : local_lock_byte(fd, 0, F_WRLCK, false);
 	if (rc == -EAGAIN && !force) {
 		rc = -EBUSY;
 		goto out;
 	}
 	rc = mark_dying(p, domid);
-	if (rc)
+	if (rc && rc != -ELOOP)
 		goto out;
 	local_path(p, domid, NULL, path);
 	snprintf(dead, sizeof(dead), "%s/.dead.dom%u.%d.%u", p->rundir, domid,
@@ -427,7 +430,8 @@ static int local_domain_destroy(struct xbd_platform *p, xbd_domid_t domid, bool 
 	}
 	rc = remove_dir(dead);
 out:
-	close(fd);
+	if (fd >= 0)
+		close(fd);
 	return rc;
 }
 

@@ -87,5 +87,16 @@ def test_planted_link_is_not_followed(daemons, rundir, tmp_path):
         print(out.stdout, out.stderr)
         assert "precious" not in out.stdout + out.stderr
         assert victim.read_text() == "precious\n"
+        # root's domain-destroy writes `state` (dying = 1): a link there
+        # to a root file is not written through, and the domain still goes
+        target = tmp_path / "root-file"
+        target.write_bytes(b"A" * 4096)
+        os.unlink(os.path.join(d, "state"))
+        subprocess.run(["setpriv", "--reuid=65534", "--regid=65534",
+                        "--clear-groups", "ln", "-s", str(target),
+                        os.path.join(d, "state")], check=True)
+        m.ok("domain-destroy", "planter")
+        assert target.read_bytes() == b"A" * 4096
+        assert not os.path.exists(d)
     finally:
         m.close()
