@@ -156,7 +156,8 @@ static void push(struct be_io *io)
 	io->rsps_to_push = false;
 	if (ring_push_rsps(io->cfg.ring)) {
 		be_stat_add(&io->cfg.stats->evt_out, 1);
-		io->cfg.evt->notify(io->cfg.evt_ctx);
+		if (io->cfg.evt->notify(io->cfg.evt_ctx) == -EPROTO)
+			io->evt_err = -EPROTO;
 	}
 }
 
@@ -539,13 +540,18 @@ int be_io_run_once(struct be_io *io, int timeout_ms)
 	if (io->kicked) {
 		io->kicked = false;
 		be_stat_add(&io->cfg.stats->evt_in, 1);
-		io->cfg.evt->ack(io->cfg.evt_ctx);
+		if (io->cfg.evt->ack(io->cfg.evt_ctx) == -EPROTO)
+			io->evt_err = -EPROTO;
 		rc = arm_poll(io, io->cfg.evt_fd, UD_EVT);
 	}
 	push(io);
 	tick(io);
 	if (crc < 0)
 		return crc;
+	if (io->evt_err)
+		return io->evt_err;
+	if (ring_faulted(io->cfg.ring))   /* the notify may have faulted */
+		return -EFAULT;
 	if (rc < 0)
 		return rc;
 	return io->stopping ? 1 : 0;

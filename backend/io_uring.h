@@ -93,6 +93,8 @@ struct be_evt_ops {
 	int (*ack)(void *ctx);      /* consume a kick and unmask; 0 or -errno */
 	int (*notify)(void *ctx);   /* kick the frontend; 0 or -errno */
 };
+/* Either returning -EPROTO (a peer rewriting the event channel's words
+ * non-stop, lib/platform/platform.h) stops the queue with that error. */
 
 /* Where the queue thread sleeps (see the top of this file). */
 enum be_io_wait {
@@ -132,6 +134,7 @@ struct be_io {
 	bool kicked;                /* evt poll fired: ack and re-arm */
 	bool stopping;
 	bool rsps_to_push;
+	int evt_err;                /* -EPROTO: the peer fought our event words */
 	uint64_t last_tick_ns;
 	struct be_replay replay;    /* adopted requests to re-run, then the ring */
 	unsigned int replay_next;

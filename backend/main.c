@@ -159,7 +159,9 @@ static void dump_stats(const struct devtab *t, const char *rundir)
 
 	snprintf(path, sizeof(path), "%s/xbd-blkback.stats", rundir);
 	snprintf(tmp, sizeof(tmp), "%s.tmp", path);
-	f = fopen(tmp, "we");
+	f = fopen(tmp, "wex");   /* O_EXCL: never through a planted link */
+	if (!f && errno == EEXIST && unlink(tmp) == 0)
+		f = fopen(tmp, "wex");
 	if (!f) {
 		log_warn("cannot write %s: %s", tmp, strerror(errno));
 		return;
@@ -337,6 +339,13 @@ static int run(const struct options *o)
 	if (rc) {
 		log_err("cannot open the %s platform: %s", xbd_platform_kind_name(o->platform),
 			strerror(-rc));
+		goto out;
+	}
+	/* A guest truncating its own files must not kill us (nor the other
+	 * guests' disks): ring.c turns the fault into that device's error. */
+	if (xbd_platform_get_kind(p) == XBD_PLATFORM_LOCAL &&
+	    (rc = xbd_fault_catch(xbd_platform_rundir(p))) != 0) {
+		log_err("cannot catch SIGBUS: %s", strerror(-rc));
 		goto out;
 	}
 	rc = connect_xs(o, p, &xs);

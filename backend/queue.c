@@ -63,7 +63,10 @@ static int map_ring(struct be_queue *q)
 			    PROT_READ | PROT_WRITE, &q->sring);
 	if (rc)
 		return rc;
-	return ring_attach(&q->ring, q->sring, c->ring_order, c->abi);
+	rc = ring_attach(&q->ring, q->sring, c->ring_order, c->abi);
+	if (!rc)
+		ring_watch_faults(&q->ring, c->frontend);
+	return rc;
 }
 
 static int open_handles(struct be_queue *q)

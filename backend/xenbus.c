@@ -513,7 +513,7 @@ int be_dev_probe(const struct be_ctx *ctx, const char *be_path, struct backend_d
 static int read_fe_common(struct backend_dev *d)
 {
 	struct xs_handle *xs = d->ctx->xs;
-	char proto[32];
+	char proto[32], shown[XBD_LOG_ESC_SIZE];
 	unsigned int v = 0;
 	int rc;
 
@@ -523,7 +523,9 @@ static int read_fe_common(struct backend_dev *d)
 	} else if (rc || ring_abi_parse(proto, &d->abi)) {
 		if (rc)
 			snprintf(proto, sizeof(proto), "(unreadable)");
-		be_fatal(d, -ENOSYS, "unknown fe protocol %s", proto);
+		/* The guest wrote it: escaped for the log and the error node. */
+		be_fatal(d, -ENOSYS, "unknown fe protocol %s",
+			 xbd_log_escape(shown, sizeof(shown), proto));
 		return -ENOSYS;
 	}
 	rc = xbd_xs_read_uint(xs, XBT_NULL, d->fe_path, "feature-persistent", 0, 1, &v);
@@ -777,6 +779,9 @@ void be_dev_queue_done(struct backend_dev *d, unsigned int q)
 	if (bq->ring.broken)
 		be_fatal(d, -EIO, "queue %u: frontend overran its ring (req_prod %u)", q,
 			 bq->ring.bad_prod);
+	else if (bq->ring.faulted)
+		be_fatal(d, -EFAULT, "queue %u: the guest truncated memory, grant table "
+			 "or event channels the backend had mapped", q);
 	else
 		be_fatal(d, -EIO, "queue %u stopped: %s", q, strerror(-bq->result));
 }

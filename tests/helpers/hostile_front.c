@@ -892,6 +892,60 @@ static int sc_busy(struct front *f, int argc, char **argv)
 	return 0;
 }
 
+/* ---- truncating our own files (issue 18 item 2) ---------------------------- */
+
+/*
+ * truncate memory|gnttab|evtchn: serve a few round trips, then stage an
+ * 11-segment write and cut the file to 0 bytes at the moment the backend
+ * will next touch it: memory (ring and data pages) before the notify,
+ * gnttab (the request's grants are mapped on arrival) before the notify,
+ * evtchn (the backend raises our port with its response) right after.
+ * From then on we touch nothing of ours but xenstore (we would get the
+ * SIGBUS ourselves), wait for the backend to close the disk, print its
+ * error and leave with _exit (our cleanup would touch the files).
+ */
+static int sc_truncate(struct front *f, int argc, char **argv)
+{
+	char path[512], err[256] = "";
+	uint8_t buf[STRIDE];
+	int fd;
+
+	if (argc != 1 || (strcmp(argv[0], "memory") && strcmp(argv[0], "gnttab") &&
+			  strcmp(argv[0], "evtchn")))
+		return 2;
+	snprintf(path, sizeof(path), "%s/dom%u/%s", f->rundir, f->domid, argv[0]);
+	fd = open(path, O_RDWR | O_CLOEXEC);
+	if (fd < 0)
+		die("open %s: %s", path, strerror(errno));
+	connect_front(f);
+	for (unsigned int i = 0; i < 4; i++) {
+		build(buf, OP_WRITE, 1, i, 8ull * i, &f->data[i], 0, 7);
+		if (roundtrip(f, buf) != RSP_OKAY)
+			die("round trip %u failed", i);
+	}
+	build(buf, OP_WRITE, 11, 99, 0, &f->data[8], 0, 7);
+	memcpy(slot(f, f->prod++), buf, STRIDE);
+	hdr(f)[3] = f->rsp_cons + 1;          /* rsp_event: notify us for it */
+	__atomic_store_n(&hdr(f)[0], f->prod, __ATOMIC_RELEASE);
+	__atomic_thread_fence(__ATOMIC_SEQ_CST);
+	if (strcmp(argv[0], "evtchn") == 0) {
+		xbd_evtchn_notify(f->ev, (xbd_evtchn_port_t)f->port);
+		if (ftruncate(fd, 0) < 0)
+			die("ftruncate: %s", strerror(errno));
+	} else {
+		if (ftruncate(fd, 0) < 0)
+			die("ftruncate: %s", strerror(errno));
+		xbd_evtchn_notify(f->ev, (xbd_evtchn_port_t)f->port);
+	}
+	printf("truncated %s\n", argv[0]);
+	fflush(stdout);
+	wait_be(f, XenbusStateClosing);
+	xbd_xs_read_buf(f->xs, XBT_NULL, f->be, "error", err, sizeof(err));
+	printf("be_state closing\nerror %s\n", err);
+	fflush(stdout);
+	_exit(err[0] ? 0 : 1);
+}
+
 /* ---- main ---------------------------------------------------------------- */
 
 static const char usage[] =
@@ -908,7 +962,8 @@ static const char usage[] =
 	"  flood N                     N watch events for the backend, then 8 round trips\n"
 	"  busy SECONDS                I/O in a loop (prints 'ready 1' once serving)\n"
 	"  abandon N                   N writes in flight, then Closed at once\n"
-	"  bloat SECONDS               a full ring of 1 MiB indirect reads (persistent)\n";
+	"  bloat SECONDS               a full ring of 1 MiB indirect reads (persistent)\n"
+	"  truncate memory|gnttab|evtchn  cut our own file under the backend's I/O\n";
 
 int main(int argc, char **argv)
 {
@@ -922,7 +977,7 @@ int main(int argc, char **argv)
 		{ "leak", sc_leak }, { "storm", sc_storm }, { "badgrant", sc_badgrant },
 		{ "overrun", sc_overrun }, { "flip", sc_flip }, { "busy", sc_busy },
 		{ "flood", sc_flood }, { "bloat", sc_bloat },
-		{ "abandon", sc_abandon },
+		{ "abandon", sc_abandon }, { "truncate", sc_truncate },
 	};
 	struct front f = { .vdev = 51712 };
 	int c, rc = 2;
