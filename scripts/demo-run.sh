@@ -4,8 +4,9 @@
 # XBD_RUNDIR, a domain, a 1 GiB sparse disk attached with xl syntax,
 # xbd-blkfront for the domain, then the seed's dd and a 10 s fio randread
 # 4k QD64 through the disk's file.  The same dd to a loop device over the
-# same backing file (before the guest uses it) is shown beside the guest's.  Prints their figures and the backend's
-# statistics, detaches, stops everything and removes what it made.
+# same backing file (before the guest uses it) is shown beside the
+# guest's.  Prints their figures and the backend's statistics, detaches,
+# stops everything and removes what it made.
 # Exit status non-zero when any step failed.  By default everything lives
 # in a fresh mkdtemp directory (mode 0700: a fixed name in /tmp could be
 # created first by another user, issue 18); with XBD_DEMO_DIR, what a
