@@ -73,7 +73,8 @@ struct fz_hdr {
 			       * bit7 max_persistent_grants 4 */
 	uint16_t max_indirect;/* % 1025, at most FZ_SLOT_SEGS / ring slots */
 	uint16_t disk_blocks; /* +1, logical blocks */
-	uint16_t nreq;        /* bit15: raw req_prod delta (may overrun) */
+	uint16_t nreq;        /* % (slots + 1), at most the slots written + 1;
+			       * bit15: raw req_prod delta (may overrun) */
 	uint32_t rsp_prod;    /* where the ring starts (index wrap) */
 	uint32_t rsp_event;
 	uint32_t granted;     /* bitmap over refs 0..31 */
@@ -591,6 +592,11 @@ static void set_tunables(uint8_t cfg1)
 	CHECK(!tun_set(TUN_MAX_PERSISTENT_GRANTS, cfg1 & 0x80 ? "4" : def_pers, true));
 }
 
+static size_t slot_size(enum ring_abi abi)
+{
+	return abi == RING_ABI_X86_32 ? 108 : 112;
+}
+
 /* The id the frontend wrote in slot idx (same offset for every op). */
 static uint64_t slot_id(const uint8_t *ring_in, enum ring_abi abi, unsigned int nr_ents,
 			RING_IDX idx)
@@ -775,8 +781,15 @@ static void load_ring(struct cursor *c, const struct fz_hdr *h, enum ring_abi ab
 	mark_ring(RING_HDR_SIZE, ring_len);
 	s->rsp_prod = h->rsp_prod;
 	s->rsp_event = h->rsp_event;
-	s->req_prod = h->rsp_prod + ((h->nreq & 0x8000) ? (h->nreq & 0x7fffu)
-							: h->nreq % (ents + 1));
+	/* At most the slots the input wrote and one more (all-zero slots
+	 * after the first are the same request again: time, no coverage);
+	 * bit 15 publishes any raw count (overruns). */
+	unsigned int n = h->nreq % (ents + 1),
+		     wrote = (ring_len + slot_size(abi) - 1) / slot_size(abi) + 1;
+
+	if (n > wrote)
+		n = wrote;
+	s->req_prod = h->rsp_prod + ((h->nreq & 0x8000) ? (h->nreq & 0x7fffu) : n);
 	memcpy(ring_in, ring_mem, RING_HDR_SIZE + ring_len);
 	if (ring_in_len > RING_HDR_SIZE + ring_len)
 		memset(ring_in + RING_HDR_SIZE + ring_len, 0,
