@@ -493,52 +493,6 @@ int __wrap_munmap(void *addr, size_t len)
 	return __real_munmap(addr, len);
 }
 
-/*
- * be_io_init's slot memory (io_uring.c alloc_slots) is one calloc of up
- * to 1 MiB here (FZ_SLOT_SEGS).  ASan serves that from mmap and unmaps
- * it on free: 256 page faults and its shadow per input, more than the
- * rest of the execution.  calloc and free are wrapped so that one large
- * block at a time comes from an arena kept across inputs, zeroed on
- * allocation and poisoned while free and beyond the size asked for, so
- * ASan still reports an overflow or a use after the free.
- */
-#define FZ_ARENA (2u << 20)
-static uint8_t *arena;
-static bool arena_busy;
-
-void *__real_calloc(size_t n, size_t size);
-void __real_free(void *p);
-
-void *__wrap_calloc(size_t n, size_t size)
-{
-	size_t len;
-
-	if (__builtin_mul_overflow(n, size, &len) || len < (128u << 10) ||
-	    len > FZ_ARENA || arena_busy)
-		return __real_calloc(n, size);
-	if (!arena) {
-		arena = __real_mmap(NULL, FZ_ARENA, PROT_READ | PROT_WRITE,
-				    MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-		CHECK(arena != MAP_FAILED);
-	}
-	arena_busy = true;
-	ASAN_UNPOISON_MEMORY_REGION(arena, len);
-	memset(arena, 0, len);
-	ASAN_POISON_MEMORY_REGION(arena + len, FZ_ARENA - len);
-	return arena;
-}
-
-void __wrap_free(void *p)
-{
-	if (p && p == arena) {
-		CHECK(arena_busy);
-		arena_busy = false;
-		ASAN_POISON_MEMORY_REGION(arena, FZ_ARENA);
-		return;
-	}
-	__real_free(p);
-}
-
 /* Block-device discard (synchronous in the backend): the storage stub. */
 int storage_discard(const struct storage *s, uint64_t off, uint64_t len, bool secure)
 {
