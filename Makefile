@@ -25,7 +25,7 @@ SAN     ?= 0
 
 include mk/rules.mk
 
-MODULES := lib xenstore backend frontend frontend/blkfront frontend/fio tools tools/hotplug tests/unit tests/helpers tests/fuzz bench bench/platform
+MODULES := man lib xenstore backend frontend frontend/blkfront frontend/fio tools tools/hotplug tests/unit tests/helpers tests/fuzz bench bench/platform
 include $(wildcard $(addsuffix /module.mk,$(MODULES)))
 
 $(eval $(call finish_rules))
