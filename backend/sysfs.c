@@ -58,7 +58,7 @@ static const char *const stat_names[] = {
 	"oo_req", "rd_req", "wr_req", "f_req", "ds_req", "rd_sect", "wr_sect",
 	"inflight", "latency_us", "pool_pages_free", "pool_pages_in_use",
 	"persistent_grants", "squeezes", "evt_in", "evt_out",
-	"persistent_grants", "squeezes", "adopted", "replayed_req",
+	"adopted", "replayed_req",
 };
 enum { NR_STATS = sizeof(stat_names) / sizeof(stat_names[0]) };
 
@@ -204,6 +204,7 @@ static int render_stat(const struct node *n, char *buf, size_t len)
 	int off = 0;
 
 	gather(n, &s, &v);
+	/* one value per stat_names[] entry, in its order */
 	uint64_t val[NR_STATS] = {
 		s.oo_req, s.rd_req, s.wr_req, s.f_req, s.ds_req, s.rd_sect, s.wr_sect,
 		s.inflight, 0, v.pages_free, v.pages_in_use, v.grants_mapped, v.squeezes,

@@ -1,7 +1,8 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * Wire operations: one table indexed by message type (STYLE.md example
- * 13), one scratch arena per request.
+ * Wire operations: one table indexed by message type
+ * (CONTRIBUTING.md, "Tables, not token pasting"), one scratch arena per
+ * request.
  *
  * ops_process() copies the payload once (NUL-terminated) into the arena,
  * checks the type, the privilege and the transaction id in that order, as
