@@ -13,7 +13,10 @@
 #   make soak       deps + build + hours-long leak and fault loops
 #                   (tests/soak, then the backend killed under fio; not
 #                   in check; SOAK_CYCLES, SOAK_MINUTES, XBD_FAULT_KILLS)
-#   make install    PREFIX=/usr/local DESTDIR=
+#   make install    PREFIX=/usr/local DESTDIR= (programs, libxbdfront, the fio
+#                   engine, manual pages, hotplug script, systemd unit)
+#   make deb        Debian packages into build/deb/ (debian/, scripts/deb.sh;
+#                   as root installs debhelper, lintian and Build-Depends)
 #   make clean
 #
 # Every folder adds its sources through its own module.mk (see mk/rules.mk
@@ -32,7 +35,7 @@ include $(wildcard $(addsuffix /module.mk,$(MODULES)))
 
 $(eval $(call finish_rules))
 
-.PHONY: all deps check check-xen demo bench fuzz soak install clean unit-tests system-tests lint
+.PHONY: all deps check check-xen demo bench fuzz soak install deb clean unit-tests system-tests lint
 .DEFAULT_GOAL := all
 
 all: $(ALL_TARGETS)
@@ -94,6 +97,9 @@ install: all
 	install -d $(DESTDIR)$(PREFIX)/bin $(DESTDIR)$(PREFIX)/lib/xbd
 	for p in $(filter-out xbd-test-% xbd-bench-% %-bench,$(PROGS)); do install -m 0755 $(O)/bin/$$p $(DESTDIR)$(PREFIX)/bin/; done
 	$(INSTALL_EXTRA)
+
+deb:
+	@sh scripts/deb.sh
 
 clean:
 	rm -rf build build-asan build-fuzz
