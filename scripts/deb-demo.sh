@@ -84,6 +84,7 @@ say "xbdfront-io verify: $(tail -n 1 "$D/io.log")"
 
 fio --name=v --ioengine="external:$ENGINE" --xbd_domain=g1 --xbd_vdev=xvdb \
 	--rw=randwrite --bs=4k --iodepth=16 --size=8M --verify=crc32c --do_verify=1 \
+	--verify_state_save=0 \
 	--output-format=terse --terse-version=3 >"$D/fio.log" 2>&1 ||
 	{ cat "$D/fio.log"; fail "fio through xbd-fio.so"; }
 say "fio xbd-fio.so randwrite+verify: errors $(awk -F';' 'NF > 5 { print $5; exit }' "$D/fio.log")"
