@@ -111,12 +111,17 @@ struct be_io_cfg {
 	struct be_stats *stats;     /* owned by the caller, written here */
 	struct be_journal *journal; /* in-flight journal (journal.h); NULL: none */
 	enum be_io_wait wait;       /* 0: as the io_wait_poll tunable says */
+	unsigned int queue_index;   /* for the storage driver (connections) */
 };
 
 struct be_io {
 	struct be_io_cfg cfg;
 	struct io_uring uring;
 	bool uring_ready;
+	struct storage_loop loop;   /* what the storage driver sees of us */
+	struct storage_queue *sq;   /* this queue's side of the storage */
+	bool sd_in_armed, sd_out_armed;  /* driver fd polls in io_uring */
+	int sd_in_fd, sd_out_fd;    /* the fd each was armed on */
 	bool wait_poll;             /* BE_IO_WAIT_POLL, resolved at init */
 	struct be_pending *slots;   /* ring->nr_ents of them */
 	unsigned int nr_slots;

@@ -229,8 +229,7 @@ static int render_attr(const struct node *n, char *buf, size_t len)
 		return snprintf(buf, len, "%s\n", d->read_only ? "r" : "w");
 	case 1:     /* Linux's "%x:%x"; a file has no device number: 0:0 */
 		return snprintf(buf, len, "%x:%x\n",
-				d->st.is_blkdev ? major(d->st.rdev) : 0,
-				d->st.is_blkdev ? minor(d->st.rdev) : 0);
+				major(d->st.rdev), minor(d->st.rdev));
 	case 2:
 		return snprintf(buf, len, "%s\n", xbd_xenbus_state_name(d->state));
 	default:

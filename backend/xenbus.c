@@ -502,7 +502,7 @@ static int on_peer_state(struct backend_dev *d, enum xenbus_state fe)
 		 * that goes on after we reported an error, or one whose rings
 		 * a dead backend left (we said Closed: it must start over). */
 		if (d->state == XenbusStateConnected || d->state == XenbusStateClosing ||
-		    d->state == XenbusStateClosed || d->fatal || d->st.fd < 0)
+		    d->state == XenbusStateClosed || d->fatal || !storage_is_open(&d->st))
 			return 0;
 		disconnect(d);        /* precondition: idempotent */
 		connect_dev(d);
