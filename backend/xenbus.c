@@ -265,6 +265,33 @@ static enum xenbus_state restart_state(struct backend_dev *d, enum xenbus_state 
 	return XenbusStateClosed;
 }
 
+/* params names the driver and target (storage_parse_params).  A store
+ * that will not open is an error node with the driver's one-line reason. */
+static int open_storage(struct backend_dev *d, const char *params)
+{
+	struct storage_opts o = {
+		.read_only = d->read_only,
+		.outage_ms = tun_get(TUN_STORAGE_OUTAGE_MS),
+	};
+	char driver[STORAGE_DRIVER_MAX];
+	const char *target;
+	int rc;
+
+	storage_parse_params(params, driver, &target);
+	o.driver = driver;
+	rc = storage_open(target, &o, &d->st);
+	if (rc) {
+		if (storage_error()[0])
+			be_fatal(d, rc, "opening %s: %s", params, storage_error());
+		else
+			be_fatal(d, rc, "opening %s", params);
+		return rc;
+	}
+	if (d->st.max_queues && d->max_queues > d->st.max_queues)
+		d->max_queues = d->st.max_queues;
+	return 0;
+}
+
 int be_dev_probe(const struct be_ctx *ctx, const char *be_path, struct backend_dev **out)
 {
 	struct backend_dev *d = calloc(1, sizeof(*d));
@@ -291,11 +318,9 @@ int be_dev_probe(const struct be_ctx *ctx, const char *be_path, struct backend_d
 	rc = read_toolstack(d, target, sizeof(target));
 	if (rc)
 		return rc;
-	rc = storage_open(target, &(struct storage_opts){ .read_only = d->read_only }, &d->st);
-	if (rc) {
-		be_fatal(d, rc, "opening %s", target);
+	rc = open_storage(d, target);
+	if (rc)
 		return rc;
-	}
 	f.discard = discard_offered(d);
 	rc = xbd_xs_transaction(ctx->xs, write_features, &f);
 	if (rc) {

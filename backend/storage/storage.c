@@ -12,6 +12,8 @@
 
 static const struct storage_driver *const drivers[] = {
 	&storage_raw_driver,
+	&storage_nbd_driver,
+	&storage_qcow2_driver,
 };
 
 static __thread char last_error[256];
@@ -38,6 +40,29 @@ static const struct storage_driver *find_driver(const char *name)
 		if (!strcmp(drivers[i]->name, name))
 			return drivers[i];
 	return NULL;
+}
+
+void storage_parse_params(const char *params, char driver[STORAGE_DRIVER_MAX],
+			  const char **target)
+{
+	static const char *const formats[] = { "qcow2:", "raw:" };
+
+	*target = params;
+	snprintf(driver, STORAGE_DRIVER_MAX, "raw");
+	if (!strncmp(params, "nbd://", 6) || !strncmp(params, "nbd+", 4) ||
+	    !strncmp(params, "nbds://", 7)) {
+		snprintf(driver, STORAGE_DRIVER_MAX, "nbd");
+		return;
+	}
+	for (size_t i = 0; i < sizeof(formats) / sizeof(formats[0]); i++) {
+		size_t n = strlen(formats[i]);
+
+		if (!strncmp(params, formats[i], n)) {
+			snprintf(driver, STORAGE_DRIVER_MAX, "%.*s", (int)n - 1, params);
+			*target = params + n;
+			return;
+		}
+	}
 }
 
 static bool sector_size_ok(uint32_t ss)
@@ -74,8 +99,6 @@ int storage_open(const char *target, const struct storage_opts *o,
 			drv->close(s);
 	}
 	if (rc) {
-		if (!last_error[0])
-			storage_set_error("%s: %s", drv->name, strerror(-rc));
 		s->drv = NULL;
 		s->fd = -1;
 		return rc;

@@ -56,6 +56,9 @@ struct storage_opts {
 	 * store's own (a block device's, 512 for files and exports).  A
 	 * block device refuses a size below its own (-EINVAL). */
 	uint32_t sector_size;
+	/* nbd, qcow2: how long a lost store may stall I/O before it fails
+	 * (the storage_outage_ms tunable). */
+	uint64_t outage_ms;
 };
 
 struct storage_driver;
@@ -76,6 +79,7 @@ struct storage {
 	uint32_t discard_granularity;  /* bytes */
 	uint32_t discard_alignment;    /* bytes */
 	dev_t rdev;             /* physical-device: 0 unless a block device */
+	unsigned int max_queues;/* 0: any number; 1: the store wants one */
 	/* raw driver's own (raw.c); unused by the others */
 	int fd;                 /* -1 when closed */
 	bool is_blkdev;
@@ -135,8 +139,6 @@ struct storage_driver {
 	void (*ready)(struct storage_queue *q, short revents);
 	/* Optional: timers (reconnects, outage limits); every few 100 ms. */
 	void (*tick)(struct storage_queue *q, uint64_t now_ns);
-	/* Optional: requests in flight in the driver (for the drain). */
-	unsigned int (*inflight)(const struct storage_queue *q);
 };
 
 /* 0 or -errno (-ENOENT, -EACCES, -EBUSY, -EINVAL for a bad sector_size,
@@ -145,6 +147,15 @@ struct storage_driver {
  * not answer).  On error *s is closed; storage_error() says why. */
 int storage_open(const char *target, const struct storage_opts *opts,
 		 struct storage *s);
+/*
+ * The driver and target named by a backend's params node: "nbd://..."
+ * and "nbd+unix://..." (any "nbd" URI scheme) are nbd; "qcow2:PATH" is
+ * qcow2 and "raw:PATH" raw (libxl's FORMAT:PATH for qdisk); anything else
+ * is a raw path.  *target points into params.
+ */
+void storage_parse_params(const char *params, char driver[STORAGE_DRIVER_MAX],
+			  const char **target);
+
 /* Idempotent: safe on a closed, failed or all-zero storage. */
 void storage_close(struct storage *s);
 
@@ -153,8 +164,9 @@ static inline bool storage_is_open(const struct storage *s)
 	return s->drv != NULL;
 }
 
-/* A one-line reason for the last failed storage_open() on this thread
- * ("" when none): "nbd: connection refused", "qcow2: ...". */
+/* A one-line reason for the last failed storage_open() on this thread,
+ * when the driver knows more than the errno ("" when not):
+ * "nbd: nbd://h/x: ...", "qcow2: qemu-storage-daemon exited: ...". */
 const char *storage_error(void);
 
 /* Queue side, on the queue thread.  depth: requests in flight at most. */
@@ -184,6 +196,14 @@ extern const struct storage_driver storage_qcow2_driver;
  * by the caller's driver afterwards (storage_nbd_close to release). */
 int storage_nbd_open(struct storage *s, const char *uri, const struct storage_opts *o);
 void storage_nbd_close(struct storage *s);
+/* The nbd driver's queue side, which qcow2 serves its queues with. */
+int nbdq_open(const struct storage *s, unsigned int index, unsigned int depth,
+	      const struct storage_loop *loop, struct storage_queue **q);
+void nbdq_close(struct storage_queue *q);
+int nbdq_submit(struct storage_queue *q, const struct storage_req *r);
+int nbdq_poll(struct storage_queue *q, short *events);
+void nbdq_ready(struct storage_queue *q, short revents);
+void nbdq_tick(struct storage_queue *q, uint64_t now_ns);
 
 /* raw.c: fallocate() mode that discards a file range. */
 #define STORAGE_PUNCH_MODE (FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE)
