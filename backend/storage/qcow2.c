@@ -95,10 +95,12 @@ static void exec_daemon(const struct qsd_args *a)
 	_exit(127);
 }
 
-/* The daemon's first line on stderr, for the error node. */
+/* The daemon's first line on stderr, for the error node, without QEMU's
+ * echo of our own --blockdev option. */
 static void report_failure(const struct qcow2_vbd *v, const char *what)
 {
-	char err[128], line[200] = "";
+	char err[128], line[512] = "";
+	const char *why = line;
 	FILE *f;
 
 	path_in(v, "err", err, sizeof(err));
@@ -108,7 +110,12 @@ static void report_failure(const struct qcow2_vbd *v, const char *what)
 			line[strcspn(line, "\n")] = '\0';
 		fclose(f);
 	}
-	storage_set_error("qcow2: %s%s%s", what, line[0] ? ": " : "", line);
+	if (strstr(line, "file.filename=")) {
+		const char *c = strstr(strstr(line, "file.filename="), ": ");
+
+		why = c ? c + 2 : line;
+	}
+	storage_set_error("%s%s%s", what, why[0] ? ": " : "", why);
 }
 
 static void stop_daemon(struct qcow2_vbd *v)
@@ -152,7 +159,7 @@ static int wait_socket(struct qcow2_vbd *v)
 	for (unsigned int t = 0; t < START_MS / 10; t++) {
 		if (waitpid(v->pid, &status, WNOHANG) == v->pid) {
 			v->pid = 0;
-			report_failure(v, "qemu-storage-daemon exited");
+			report_failure(v, "qemu-storage-daemon");
 			return -EIO;
 		}
 		if (!stat(sock, &st) && S_ISSOCK(st.st_mode))

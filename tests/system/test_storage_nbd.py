@@ -1,0 +1,243 @@
+# SPDX-License-Identifier: MIT
+"""Network storage drivers (Documentation/storage.md): the nbd driver
+against a real nbdkit, and the qcow2 driver through a real
+qemu-storage-daemon, each with fio verify through the fio engine (the
+guest) and the data checked with the store's own tools."""
+import os
+import shutil
+import subprocess
+import time
+
+import pytest
+
+from conftest import BUILD, binary
+from guest_fixtures import guest, fio_ok, wait_until  # noqa: F401
+from test_fio_engine import xfio
+
+MiB = 1 << 20
+
+need_nbdkit = pytest.mark.skipif(shutil.which("nbdkit") is None,
+                                 reason="nbdkit not installed (make deps)")
+need_qemu = pytest.mark.skipif(
+    shutil.which("qemu-storage-daemon") is None or shutil.which("qemu-img") is None,
+    reason="qemu-storage-daemon / qemu-img not installed (make deps)")
+
+
+def nbdkit(g, sock, *args, name="nbdkit"):
+    """nbdkit in the foreground on a Unix socket; a daemon of the test."""
+    if os.path.exists(sock):
+        os.unlink(sock)
+    return g.daemons.start(["nbdkit", "--foreground", "-U", sock, *args],
+                           name=name, ready=lambda: os.path.exists(sock))
+
+
+def uri(sock):
+    return f"nbd+unix:///?socket={sock}"
+
+
+def attach_spec(g, spec, vdev="xvdb", check=True):
+    return g.xbd("block-attach", "g1", f"vdev={vdev}, access=rw, {spec}",
+                 "--timeout", "20", check=check)
+
+
+def restart_backend(g, *extra):
+    """The guest's backend again, with extra options."""
+    g.backend.stop()
+    g.backend = g.daemons.start(
+        [binary("xbd-blkback"), "-N", "-p", "local", "-R", g.rundir,
+         "--max_queues=2", "--max_ring_page_order=2", "--sysfs=none", *extra],
+        name="blkback-opts", env=g.env)
+
+
+VERIFY = ["--rw=randwrite", "--verify=crc32c", "--do_verify=1", "--verify_fatal=1",
+          "--xbd_max_queues=2"]
+
+
+@need_nbdkit
+@pytest.mark.parametrize("bs,qd", [("4k", 1), ("4k", 64), ("1M", 64)])
+def test_nbd_fio_verify(guest, bs, qd):
+    img = guest.disk(size=32 * MiB)
+    sock = os.path.join(guest.rundir, "nbd.sock")
+    nbdkit(guest, sock, "file", f"file={img}")
+    attach_spec(guest, f"target={uri(sock)}")
+    r = xfio(guest, *VERIFY, f"--bs={bs}", f"--iodepth={qd}", "--size=8M")
+    out = fio_ok(r)
+    assert out[0]["write_kb"] == 8192 and out[0]["read_kb"] == 8192, out
+    with open(img, "rb") as f:          # the data is in nbdkit's file
+        assert any(f.read(8 * MiB))
+    guest.detach()
+
+
+@need_nbdkit
+def test_nbd_data_reaches_the_export(guest):
+    """A pattern written through the guest reads back with nbdcopy."""
+    if shutil.which("nbdcopy") is None:
+        pytest.skip("nbdcopy not installed (libnbd-bin)")
+    sock = os.path.join(guest.rundir, "mem.sock")
+    nbdkit(guest, sock, "memory", "16M")
+    attach_spec(guest, f"target={uri(sock)}")
+    fio_ok(xfio(guest, "--rw=write", "--bs=64k", "--size=4M",
+                "--buffer_pattern=0x5a", "--iodepth=8"))
+    guest.detach()
+    out = os.path.join(guest.rundir, "copy.raw")
+    subprocess.run(["nbdcopy", uri(sock), out], check=True, timeout=60)
+    with open(out, "rb") as f:
+        data = f.read()
+    assert data[:4 * MiB] == b"\x5a" * (4 * MiB)
+    assert data[4 * MiB:] == bytes(12 * MiB)
+
+
+@need_nbdkit
+def test_nbd_server_restarted_under_a_writer(guest):
+    """nbdkit killed under fio verify and started again 1 s later: a
+    stall, no error, and verify passes."""
+    img = guest.disk(size=32 * MiB)
+    sock = os.path.join(guest.rundir, "nbd.sock")
+    server = nbdkit(guest, sock, "file", f"file={img}")
+    attach_spec(guest, f"target={uri(sock)}")
+    fio = subprocess.Popen(
+        ["fio", "--output-format=terse", "--terse-version=3",
+         "--verify_state_save=0", "--name=x",
+         f"--ioengine=external:{os.path.join(BUILD, 'lib', 'xbd-fio.so')}",
+         "--xbd_domain=g1", "--xbd_vdev=xvdb", f"--xbd_rundir={guest.rundir}",
+         *VERIFY, "--bs=4k", "--iodepth=16", "--size=16M", "--rate_iops=2000"],
+        cwd=guest.rundir, env=xfio_env(guest), stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE, text=True)
+    try:
+        time.sleep(1.5)
+        assert fio.poll() is None, fio.communicate()
+        server.kill()
+        time.sleep(1.0)
+        nbdkit(guest, sock, "file", f"file={img}", name="nbdkit-2")
+        out, err = fio.communicate(timeout=120)
+    finally:
+        if fio.poll() is None:
+            fio.kill()
+            fio.wait()
+    res = fio_ok(subprocess.CompletedProcess(fio.args, fio.returncode, out, err))
+    assert res[0]["write_kb"] == 16384 and res[0]["read_kb"] == 16384, res
+    assert "lost its connection" in guest.backend.log_text()
+
+
+@need_nbdkit
+def test_nbd_outage_past_the_limit_fails_then_recovers(guest):
+    restart_backend(guest, "--storage_outage_ms=300")
+    img = guest.disk(size=16 * MiB)
+    sock = os.path.join(guest.rundir, "nbd.sock")
+    server = nbdkit(guest, sock, "file", f"file={img}")
+    attach_spec(guest, f"target={uri(sock)}")
+    fio_ok(xfio(guest, "--rw=write", "--bs=4k", "--size=1M"))
+    server.kill()
+    r = xfio(guest, "--rw=read", "--bs=4k", "--size=1M", "--direct=1")
+    assert r.returncode != 0                      # errors past the limit
+    assert "failing its I/O" in guest.backend.log_text()
+    nbdkit(guest, sock, "file", f"file={img}", name="nbdkit-2")
+    time.sleep(0.5)                               # a reconnect tick
+    fio_ok(xfio(guest, "--rw=randwrite", "--bs=4k", "--size=1M",
+                "--verify=crc32c", "--do_verify=1", "--verify_fatal=1"))
+
+
+@need_nbdkit
+def test_nbd_eio_reaches_exactly_that_request(guest):
+    """nbdkit's error filter fails reads of one 4k block with EIO: fio
+    sees EIO there, every other block reads back."""
+    img = guest.disk(size=16 * MiB)
+    with open(img, "r+b") as f:
+        f.write(b"\x11" * MiB)
+    sock = os.path.join(guest.rundir, "err.sock")
+    trigger = os.path.join(guest.rundir, "fail-now")
+    nbdkit(guest, sock, "--filter=error", "file", f"file={img}",
+           "error-pread=EIO", "error-pread-rate=100%",
+           f"error-pread-file={trigger}")
+    attach_spec(guest, f"target={uri(sock)}")
+    fio_ok(xfio(guest, "--rw=read", "--bs=4k", "--size=1M"))
+    open(trigger, "w").close()
+    r = xfio(guest, "--rw=read", "--bs=4k", "--size=4k", "--offset=8k")
+    assert r.returncode != 0 and "Input/output error" in r.stdout + r.stderr, r
+    os.unlink(trigger)
+    fio_ok(xfio(guest, "--rw=read", "--bs=4k", "--size=1M"))
+
+
+def test_bad_nbd_targets_are_one_line_errors(guest):
+    r = attach_spec(guest, f"target=nbd+unix:///?socket={guest.rundir}/none.sock",
+                    check=False)
+    assert r.returncode != 0
+    msg = r.stderr.strip()
+    assert len(msg.splitlines()) == 1 and "nbd" in msg, msg
+    r = attach_spec(guest, "target=nbd://", vdev="xvdc", check=False)
+    assert r.returncode != 0 and len(r.stderr.strip().splitlines()) == 1, r.stderr
+
+
+def xfio_env(g):
+    from test_fio_engine import engine_env
+    return engine_env(g)
+
+
+# ---- qcow2 ---------------------------------------------------------------
+
+def qemu_img(*args):
+    return subprocess.run(["qemu-img", *args], capture_output=True, text=True,
+                          timeout=60)
+
+
+@need_qemu
+def test_qcow2_backing_chain_fio_verify_and_compare(guest):
+    base = os.path.join(guest.rundir, "base.raw")
+    with open(base, "wb") as f:
+        f.write(b"\x33" * (2 * MiB))
+        f.truncate(32 * MiB)
+    top = os.path.join(guest.rundir, "top.qcow2")
+    assert qemu_img("create", "-f", "qcow2", "-F", "raw", "-b", base,
+                    top).returncode == 0
+    attach_spec(guest, f"format=qcow2, target={top}")
+    # the backing file's data shows through
+    r = xfio(guest, "--rw=read", "--bs=1M", "--size=2M",
+             "--verify=pattern", "--verify_pattern=0x33", "--verify_only=1")
+    fio_ok(r)
+    r = xfio(guest, *VERIFY, "--bs=4k", "--iodepth=64", "--size=8M",
+             "--offset=4M")
+    out = fio_ok(r)
+    assert out[0]["write_kb"] == 8192, out
+    guest.detach()
+    # the daemon is gone with the vbd (its image lock with it), the image
+    # is sound and holds the data
+    wait_until(lambda: qemu_img("check", top).returncode == 0, timeout=10,
+               what="qemu-storage-daemon stopped and the image consistent")
+    flat = os.path.join(guest.rundir, "flat.raw")
+    assert qemu_img("convert", "-O", "raw", top, flat).returncode == 0
+    assert qemu_img("compare", "-f", "qcow2", "-F", "raw", top, flat).returncode == 0
+    with open(flat, "rb") as f:
+        assert f.read(2 * MiB) == b"\x33" * (2 * MiB)
+        f.seek(4 * MiB)
+        data = f.read(8 * MiB)
+        nz = [i for i in range(0, len(data), MiB) if any(data[i:i + MiB])]
+        assert nz, (qemu_img("map", top).stdout, os.path.getsize(flat))
+    with open(base, "rb") as f:           # the backing file is untouched
+        f.seek(4 * MiB)
+        assert not any(f.read(8 * MiB))
+
+
+@need_qemu
+def test_qcow2_bad_images_are_one_line_errors(guest):
+    bad = os.path.join(guest.rundir, "corrupt.qcow2")
+    with open(bad, "wb") as f:
+        f.write(b"QFI\xfb" + b"\xff" * 4092)
+    r = attach_spec(guest, f"format=qcow2, target={bad}", check=False)
+    assert r.returncode != 0
+    msg = r.stderr.strip()
+    assert len(msg.splitlines()) == 1 and "qcow2" in msg, msg
+    orphan = os.path.join(guest.rundir, "orphan.qcow2")
+    gone = os.path.join(guest.rundir, "gone.raw")
+    open(gone, "wb").truncate(MiB)
+    assert qemu_img("create", "-f", "qcow2", "-F", "raw", "-b", gone,
+                    orphan).returncode == 0
+    os.unlink(gone)
+    r = attach_spec(guest, f"format=qcow2, target={orphan}", vdev="xvdc",
+                    check=False)
+    assert r.returncode != 0
+    msg = r.stderr.strip()
+    assert len(msg.splitlines()) == 1 and "gone.raw" in msg, msg
+    # the backend still serves raw disks
+    guest.attach(guest.disk(size=8 * MiB), vdev="xvdd")
+    fio_ok(xfio(guest, "--rw=randwrite", "--bs=4k", "--size=1M",
+                "--verify=crc32c", "--do_verify=1", vdev="xvdd"))
