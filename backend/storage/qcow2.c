@@ -78,10 +78,19 @@ static void make_args(const struct qcow2_vbd *v, const char *image, bool ro,
 		 "type=nbd,id=exp,node-name=fmt,name=xbd,writable=%s", ro ? "off" : "on");
 }
 
-/* Child: exec the daemon with stderr to dir/err. */
+/* Child: exec the daemon with stderr to dir/err.  The backend blocks the
+ * signals it reads through signalfd, and a blocked mask survives exec: the
+ * daemon would never see our SIGTERM (and lose its metadata cache to the
+ * SIGKILL after it). */
 static void exec_daemon(const struct qsd_args *a)
 {
-	int fd = open(a->err, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+	sigset_t none;
+	int fd;
+
+	sigemptyset(&none);
+	sigprocmask(SIG_SETMASK, &none, NULL);
+	signal(SIGPIPE, SIG_DFL);
+	fd = open(a->err, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
 
 	if (fd >= 0)
 		dup2(fd, 2);
