@@ -173,6 +173,9 @@ static int write_features(struct xs_handle *xs, xs_transaction_t t, void *arg)
 	rc = rc ? rc : xbd_xs_write(xs, t, p, "feature-barrier", "1");
 	rc = rc ? rc : xbd_xs_printf(xs, t, p, "feature-persistent", "%d", d->offer_persistent);
 	rc = rc ? rc : xbd_xs_printf(xs, t, p, "feature-discard", "%d", f->discard);
+	/* xbd only: which driver serves the disk, for xbd block-list */
+	rc = rc ? rc : xbd_xs_printf(xs, t, p, "xbd-storage", "%s:%s", d->st.driver,
+				     d->st.target);
 	if (f->discard) {
 		rc = rc ? rc : xbd_xs_printf(xs, t, p, "discard-granularity", "%u",
 					     d->st.discard_granularity);

@@ -76,6 +76,9 @@ def test_nbd_data_reaches_the_export(guest):
     sock = os.path.join(guest.rundir, "mem.sock")
     nbdkit(guest, sock, "memory", "16M")
     attach_spec(guest, f"target={uri(sock)}")
+    rows = guest.xbd("block-list", "g1").splitlines()
+    assert rows[0].split()[-1] == "storage"
+    assert rows[1].split()[-1] == f"nbd:{uri(sock)}", rows
     fio_ok(xfio(guest, "--rw=write", "--bs=64k", "--size=4M",
                 "--buffer_pattern=0x5a", "--iodepth=8"))
     guest.detach()
@@ -190,6 +193,7 @@ def test_qcow2_backing_chain_fio_verify_and_compare(guest):
     assert qemu_img("create", "-f", "qcow2", "-F", "raw", "-b", base,
                     top).returncode == 0
     attach_spec(guest, f"format=qcow2, target={top}")
+    assert guest.xbd("block-list", "g1").splitlines()[1].split()[-1] == f"qcow2:{top}"
     # the backing file's data shows through
     r = xfio(guest, "--rw=read", "--bs=1M", "--size=2M",
              "--verify=pattern", "--verify_pattern=0x33", "--verify_only=1")
