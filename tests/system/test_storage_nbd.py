@@ -251,3 +251,80 @@ def test_qcow2_bad_images_are_one_line_errors(guest):
     guest.attach(guest.disk(size=8 * MiB), vdev="xvdd")
     fio_ok(xfio(guest, "--rw=randwrite", "--bs=4k", "--size=1M",
                 "--verify=crc32c", "--do_verify=1", vdev="xvdd"))
+
+
+def stats(path):
+    """nbdkit's stats filter file: {op: count}."""
+    out = {}
+    with open(path) as f:
+        for line in f:
+            w = line.split()
+            if len(w) > 2 and w[0].endswith(":") and w[2].startswith("ops"):
+                out[w[0][:-1]] = int(w[1])
+    return out
+
+
+@need_nbdkit
+def test_nbd_flush_and_discard_reach_the_server(guest):
+    """fio's fsync and trim through the guest become NBD FLUSH and TRIM
+    (nbdkit's stats filter counts them), and the trim punches the file."""
+    img = guest.disk(size=16 * MiB)
+    with open(img, "r+b") as f:
+        f.write(b"\x77" * (4 * MiB))
+    sock = os.path.join(guest.rundir, "st.sock")
+    statsfile = os.path.join(guest.rundir, "stats.txt")
+    server = nbdkit(guest, sock, "--filter=stats", "file", f"file={img}",
+                    f"statsfile={statsfile}")
+    attach_spec(guest, f"target={uri(sock)}")
+    fio_ok(xfio(guest, "--rw=write", "--bs=64k", "--size=1M", "--offset=8M",
+                "--end_fsync=1"))
+    fio_ok(xfio(guest, "--rw=trim", "--bs=1M", "--size=4M"))
+    guest.detach()
+    server.stop()                 # the stats file is written at exit
+    st = stats(statsfile)
+    assert st.get("flush", 0) >= 1 and st.get("trim", 0) >= 1, st
+    assert os.stat(img).st_blocks * 512 < 4 * MiB     # the data is punched out
+    with open(img, "rb") as f:
+        assert not any(f.read(4 * MiB))
+
+
+@need_nbdkit
+def test_nbd_without_multi_conn_offers_one_queue(guest):
+    """A server without multi-conn: one queue (flushes on one connection
+    would not cover another's writes); with it, the backend's two."""
+    img = guest.disk(size=8 * MiB)
+    for i, mode in enumerate(["disable", "emulate"]):
+        sock = os.path.join(guest.rundir, f"mc{i}.sock")
+        nbdkit(guest, sock, "--filter=multi-conn", "file", f"file={img}",
+               f"multi-conn-mode={mode}", name=f"nbdkit-{mode}")
+        vdev = f"xvd{'bc'[i]}"
+        attach_spec(guest, f"target={uri(sock)}", vdev=vdev)
+        devid = 51728 + 16 * i
+        be = f"/local/domain/0/backend/vbd/{guest.domid}/{devid}"
+        got = guest.xd.tool("xenstore-read", f"{be}/multi-queue-max-queues").stdout
+        assert got.strip() == ("1" if mode == "disable" else "2"), (mode, got)
+        fio_ok(xfio(guest, "--rw=randwrite", "--bs=4k", "--size=1M",
+                    "--verify=crc32c", "--do_verify=1", vdev=vdev))
+        guest.detach(vdev)
+
+
+@need_nbdkit
+def test_restarted_backend_adopts_a_guest_on_nbd(guest):
+    """The backend SIGKILLed under fio verify on an nbd disk: the new one
+    adopts the rings (journal), reconnects to the server, and the job
+    verifies every block."""
+    img = guest.disk(size=32 * MiB)
+    sock = os.path.join(guest.rundir, "nbd.sock")
+    nbdkit(guest, sock, "file", f"file={img}")
+    attach_spec(guest, f"target={uri(sock)}")
+    fe = f"/local/domain/{guest.domid}/device/vbd/51728/state"
+    r = guest.fio_under_backend_restart(
+        ["--name=x", f"--ioengine=external:{os.path.join(BUILD, 'lib', 'xbd-fio.so')}",
+         "--xbd_domain=g1", "--xbd_vdev=xvdb", f"--xbd_rundir={guest.rundir}",
+         "--rw=randwrite", "--bs=4k", "--iodepth=16", "--size=12M",
+         "--rate_iops=1500", "--verify=md5", "--do_verify=1", "--verify_fatal=1"],
+        env=xfio_env(guest),
+        ready=lambda: guest.xd.tool("xenstore-read", fe, check=False)
+        .stdout.strip() == "4")
+    res = fio_ok(r)
+    assert res[0]["write_kb"] == res[0]["read_kb"] == 12 * 1024, res
