@@ -27,10 +27,12 @@ int devtab_start(struct devtab *t, const struct be_ctx *ctx);
 /* Handle every pending watch event.  0 or -errno (connection lost). */
 int devtab_events(struct devtab *t);
 
-/* Poll entries for the done_fd of every running queue, after base[0..n);
- * returns how many were added (at most max). */
+/* Poll entries for the done_fd of every running queue and each device's
+ * storage watch fd (storage.h), after base[0..n); returns how many were
+ * added (at most max). */
 unsigned int devtab_pollfds(struct devtab *t, struct pollfd *fds, unsigned int max);
-/* A done_fd polled readable: report its queue through be_fatal. */
+/* A done_fd polled readable: report its queue through be_fatal; a
+ * storage watch fd: be_dev_storage_event(). */
 void devtab_queue_done(struct devtab *t, int fd);
 
 /* One line per device with its statistics summed over its queues. */

@@ -510,6 +510,13 @@ static int on_peer_state(struct backend_dev *d, enum xenbus_state fe)
 {
 	switch (fe) {
 	case XenbusStateInitialising:
+		/* A store that never opened (probe's error node): nothing to
+		 * start over with.  The error stays until the disk is
+		 * detached; without this, a frontend still Initialising turned
+		 * the probe's Closing into Closed and then InitWait, the error
+		 * node cleared, and the toolstack saw a disk that attached. */
+		if (d->fatal && !storage_is_open(&d->st))
+			return 0;
 		/* Closing when the frontend already starts over: its Closed
 		 * came and went between two reads of its state (watch events
 		 * carry no value), so close now as if we had seen it. */
@@ -587,6 +594,14 @@ int be_dev_changed(struct backend_dev *d)
 		return BE_DEV_REMOVE;
 	}
 	return 0;
+}
+
+void be_dev_storage_event(struct backend_dev *d)
+{
+	int rc = storage_watch(&d->st);
+
+	if (rc && !d->fatal)
+		be_fatal(d, rc, "%s", storage_error());
 }
 
 void be_dev_queue_done(struct backend_dev *d, unsigned int q)

@@ -46,6 +46,7 @@
 struct nbd_vbd {
 	char uri[STORAGE_TARGET_MAX];
 	uint64_t outage_ns;
+	bool lost;                    /* atomic: storage_nbd_lost() */
 };
 
 enum cmd_state { CMD_FREE, CMD_WAITING, CMD_ISSUED, CMD_DONE };
@@ -256,6 +257,13 @@ out:
 	if (rc)
 		free(v);
 	return rc;
+}
+
+void storage_nbd_lost(void *nbd_priv)
+{
+	struct nbd_vbd *v = nbd_priv;
+
+	__atomic_store_n(&v->lost, true, __ATOMIC_RELEASE);
 }
 
 void storage_nbd_close(struct storage *s)
@@ -543,8 +551,10 @@ static void fail_waiting(struct storage_queue *q)
 {
 	struct cmd *c;
 
-	log_warn("nbd: %s: queue %u down for more than %llu ms: failing its I/O",
-		 q->v->uri, q->index, (unsigned long long)(q->v->outage_ns / 1000000u));
+	if (!__atomic_load_n(&q->v->lost, __ATOMIC_ACQUIRE))
+		log_warn("nbd: %s: queue %u down for more than %llu ms: failing its I/O",
+			 q->v->uri, q->index,
+			 (unsigned long long)(q->v->outage_ns / 1000000u));
 	q->failing = true;
 	while ((c = list_pop(&q->waiting)))
 		finish(q, c, -EIO);
@@ -552,6 +562,14 @@ static void fail_waiting(struct storage_queue *q)
 
 void nbdq_tick(struct storage_queue *q, uint64_t now)
 {
+	if (__atomic_load_n(&q->v->lost, __ATOMIC_ACQUIRE)) {
+		if (!q->failing) {
+			go_down(q);
+			progress(q);         /* what was in flight waits now */
+			fail_waiting(q);
+		}
+		return;                  /* no reconnects to a store that is gone */
+	}
 	if (q->st == Q_CONNECTING &&
 	    now - q->connect_start > CONNECT_MAX_MS * 1000000ull) {
 		go_down(q);

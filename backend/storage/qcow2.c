@@ -21,6 +21,7 @@
 #include <string.h>
 #include <time.h>
 #include <unistd.h>
+#include <sys/pidfd.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 
@@ -31,6 +32,7 @@
 
 struct qcow2_vbd {
 	pid_t pid;
+	int pidfd;                  /* readable when the daemon exits; -1 */
 	char dir[64];               /* private: sock and err */
 	void *nbd_priv;             /* the nbd driver's */
 };
@@ -132,6 +134,9 @@ static void stop_daemon(struct qcow2_vbd *v)
 	char p[128];
 	int st;
 
+	if (v->pidfd >= 0)
+		close(v->pidfd);
+	v->pidfd = -1;
 	if (v->pid > 0) {
 		kill(v->pid, SIGTERM);
 		for (unsigned int t = 0; t < STOP_MS / 10; t++) {
@@ -186,6 +191,8 @@ static int qcow2_open(struct storage *s, const struct storage_opts *o)
 	char uri[256];
 	int rc;
 
+	if (v)
+		v->pidfd = -1;
 	if (!v || !a) {
 		free(v);
 		free(a);
@@ -226,6 +233,7 @@ static int qcow2_open(struct storage *s, const struct storage_opts *o)
 	}
 	v->nbd_priv = s->priv;
 	s->priv = v;
+	v->pidfd = pidfd_open(v->pid, 0);      /* -1: its death goes unseen */
 	/* QEMU serves several connections to one node coherently. */
 	s->max_queues = 0;
 	return 0;
@@ -247,6 +255,35 @@ static void qcow2_close(struct storage *s)
 	stop_daemon(v);
 	free(v);
 	s->priv = NULL;
+}
+
+static int qcow2_watch_fd(const struct storage *s)
+{
+	const struct qcow2_vbd *v = s->priv;
+
+	return v ? v->pidfd : -1;
+}
+
+/* The daemon exited under a live vbd: reap it, tell the queues the store
+ * is gone, and say why (the caller writes the error node). */
+static int qcow2_watch(struct storage *s)
+{
+	struct qcow2_vbd *v = s->priv;
+	int status = 0;
+
+	if (!v || v->pid <= 0 || waitpid(v->pid, &status, WNOHANG) != v->pid)
+		return 0;
+	v->pid = 0;
+	close(v->pidfd);
+	v->pidfd = -1;
+	storage_nbd_lost(v->nbd_priv);
+	if (WIFSIGNALED(status))
+		storage_set_error("qemu-storage-daemon for %s killed by signal %d",
+				  s->target, WTERMSIG(status));
+	else
+		storage_set_error("qemu-storage-daemon for %s exited with status %d",
+				  s->target, WEXITSTATUS(status));
+	return -EIO;
 }
 
 /* Every queue: the nbd driver's, on the nbd driver's priv. */
@@ -271,4 +308,6 @@ const struct storage_driver storage_qcow2_driver = {
 	.poll = nbdq_poll,
 	.ready = nbdq_ready,
 	.tick = nbdq_tick,
+	.watch_fd = qcow2_watch_fd,
+	.watch = qcow2_watch,
 };

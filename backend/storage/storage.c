@@ -157,6 +157,16 @@ void storage_queue_tick(const struct storage *s, struct storage_queue *q,
 		s->drv->tick(q, now_ns);
 }
 
+int storage_watch_fd(const struct storage *s)
+{
+	return s->drv && s->drv->watch_fd ? s->drv->watch_fd(s) : -1;
+}
+
+int storage_watch(struct storage *s)
+{
+	return s->drv && s->drv->watch ? s->drv->watch(s) : 0;
+}
+
 bool storage_queue_has_tick(const struct storage *s)
 {
 	return s->drv && s->drv->tick;

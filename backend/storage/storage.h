@@ -139,6 +139,12 @@ struct storage_driver {
 	void (*ready)(struct storage_queue *q, short revents);
 	/* Optional: timers (reconnects, outage limits); every few 100 ms. */
 	void (*tick)(struct storage_queue *q, uint64_t now_ns);
+	/* Optional, control thread: an fd that is readable when something the
+	 * vbd depends on went away (qcow2: its daemon exited), or -1; and
+	 * what to do then: 0, or -errno when the store is lost for good
+	 * (storage_error() says why; the queues fail what they hold). */
+	int (*watch_fd)(const struct storage *s);
+	int (*watch)(struct storage *s);
 };
 
 /* 0 or -errno (-ENOENT, -EACCES, -EBUSY, -EINVAL for a bad sector_size,
@@ -184,6 +190,11 @@ void storage_queue_tick(const struct storage *s, struct storage_queue *q,
 			uint64_t now_ns);
 bool storage_queue_has_tick(const struct storage *s);
 
+/* Control thread: the driver's watch (see struct storage_driver); -1 /
+ * 0 for drivers without. */
+int storage_watch_fd(const struct storage *s);
+int storage_watch(struct storage *s);
+
 /* For drivers: record the reason of a failing open (printf style). */
 void storage_set_error(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 
@@ -196,6 +207,9 @@ extern const struct storage_driver storage_qcow2_driver;
  * by the caller's driver afterwards (storage_nbd_close to release). */
 int storage_nbd_open(struct storage *s, const char *uri, const struct storage_opts *o);
 void storage_nbd_close(struct storage *s);
+/* Any thread: the store is gone for good; the queues fail what they hold
+ * and whatever comes, at their next tick. */
+void storage_nbd_lost(void *nbd_priv);
 /* The nbd driver's queue side, which qcow2 serves its queues with. */
 int nbdq_open(const struct storage *s, unsigned int index, unsigned int depth,
 	      const struct storage_loop *loop, struct storage_queue **q);

@@ -164,7 +164,8 @@ def test_nbd_eio_reaches_exactly_that_request(guest):
 def test_bad_nbd_targets_are_one_line_errors(guest):
     r = attach_spec(guest, f"target=nbd+unix:///?socket={guest.rundir}/none.sock",
                     check=False)
-    assert r.returncode != 0
+    assert r.returncode != 0, (guest.backend.log_text(), guest.xd.tool(
+        "xenstore-ls", "-f", "/local/domain/0/backend").stdout)
     msg = r.stderr.strip()
     assert len(msg.splitlines()) == 1 and "nbd" in msg, msg
     # malformed (a Unix URI without its socket), and nothing listening
@@ -173,7 +174,9 @@ def test_bad_nbd_targets_are_one_line_errors(guest):
     for i, bad in enumerate(["nbd+unix:///x", "nbd://127.0.0.1:1/x"]):
         r = attach_spec(guest, f"target={bad}", vdev=f"xvd{'cd'[i]}", check=False)
         msg = r.stderr.strip()
-        assert r.returncode != 0 and len(msg.splitlines()) == 1, msg
+        assert r.returncode != 0 and len(msg.splitlines()) == 1, (
+            msg, guest.backend.log_text(), guest.xd.tool(
+                "xenstore-ls", "-f", "/local/domain/0/backend").stdout)
         assert "nbd" in msg, msg
 
 
@@ -328,3 +331,29 @@ def test_restarted_backend_adopts_a_guest_on_nbd(guest):
         .stdout.strip() == "4")
     res = fio_ok(r)
     assert res[0]["write_kb"] == res[0]["read_kb"] == 12 * 1024, res
+
+
+@need_qemu
+def test_qcow2_daemon_killed_is_an_error_node(guest):
+    """qemu-storage-daemon SIGKILLed under a connected vbd: the vbd gets an
+    error node and Closing at once (not after the outage limit); another
+    vbd of the same backend keeps working."""
+    img = os.path.join(guest.rundir, "a.qcow2")
+    assert qemu_img("create", "-f", "qcow2", img, "16M").returncode == 0
+    attach_spec(guest, f"format=qcow2, target={img}")
+    raw = guest.attach(guest.disk(size=8 * MiB), vdev="xvdc")
+    fio_ok(xfio(guest, "--rw=write", "--bs=4k", "--size=1M"))
+    pids = subprocess.run(["pgrep", "-P", str(guest.backend.pid), "-f",
+                           "qemu-storage-daemon"], capture_output=True,
+                          text=True).stdout.split()
+    assert len(pids) == 1, pids
+    os.kill(int(pids[0]), 9)
+    be = f"/local/domain/0/backend/vbd/{guest.domid}/51728"
+    wait_until(lambda: "killed by signal 9" in guest.xd.tool(
+        "xenstore-read", f"{be}/error", check=False).stdout, timeout=10,
+        what="the error node")
+    # Closing, or already Closed when the frontend answered it
+    assert guest.xd.tool("xenstore-read", f"{be}/state").stdout.strip() in ("5", "6")
+    assert raw
+    fio_ok(xfio(guest, "--rw=randwrite", "--bs=4k", "--size=1M",
+                "--verify=crc32c", "--do_verify=1", vdev="xvdc"))
