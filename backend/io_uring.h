@@ -5,8 +5,9 @@
  * be_io_run_once() is the whole queue loop: take requests off the shared
  * ring (ring_fetch_req), validate the private copy (request.c), make the
  * data addressable through the transport (grants: map, persistent cache or
- * copy), submit readv/writev/fdatasync/fallocate on the storage fd, and
- * turn completions into responses.  The thread sleeps in exactly one
+ * copy), submit reads/writes/flushes/discards through the storage driver
+ * (storage/storage.h: the raw driver's are SQEs in this io_uring, a socket
+ * driver's fd is polled here too), and turn completions into responses.  The thread sleeps in exactly one
  * place, with the event-channel fd and the stop fd polled through the same
  * io_uring (IORING_OP_POLL_ADD), so a kick, a stop and a completion all
  * end the sleep as a CQE.  Where it sleeps is the wait mode:
