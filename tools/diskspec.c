@@ -106,7 +106,8 @@ static int copy_disk(const libxl_device_disk *d, struct xbd_disk *out,
 	 * else xl-disk-configuration(5): /dev is prepended to a relative
 	 * target. */
 	out->uri = !strncmp(d->pdev_path, "nbd://", 6) ||
-		   !strncmp(d->pdev_path, "nbd+", 4);
+		   !strncmp(d->pdev_path, "nbd+", 4) ||
+		   !strncmp(d->pdev_path, "rbd:", 4);
 	out->qcow2 = d->format == LIBXL_DISK_FORMAT_QCOW2;
 	if (out->uri && out->qcow2)
 		return fail(err, errlen, "format=qcow2 takes an image path, not an NBD URI");

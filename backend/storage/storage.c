@@ -14,6 +14,7 @@ static const struct storage_driver *const drivers[] = {
 	&storage_raw_driver,
 	&storage_nbd_driver,
 	&storage_qcow2_driver,
+	&storage_rbd_driver,
 };
 
 static __thread char last_error[256];
@@ -45,7 +46,7 @@ static const struct storage_driver *find_driver(const char *name)
 void storage_parse_params(const char *params, char driver[STORAGE_DRIVER_MAX],
 			  const char **target)
 {
-	static const char *const formats[] = { "qcow2:", "raw:" };
+	static const char *const formats[] = { "qcow2:", "raw:", "rbd:" };
 
 	*target = params;
 	snprintf(driver, STORAGE_DRIVER_MAX, "raw");

@@ -9,6 +9,7 @@
  *   nbd.c    an NBD export, through libnbd's asynchronous API
  *   qcow2.c  a qcow2 image: a qemu-storage-daemon child exports it over NBD
  *            on a private Unix socket, served by the nbd driver
+ *   rbd.c    a Ceph RBD image through librbd
  * Documentation/storage.md describes each, its spec and its failures.
  *
  * Two objects, two owners:
@@ -156,8 +157,9 @@ int storage_open(const char *target, const struct storage_opts *opts,
 /*
  * The driver and target named by a backend's params node: "nbd://..."
  * and "nbd+unix://..." (any "nbd" URI scheme) are nbd; "qcow2:PATH" is
- * qcow2 and "raw:PATH" raw (libxl's FORMAT:PATH for qdisk); anything else
- * is a raw path.  *target points into params.
+ * qcow2 and "raw:PATH" raw (libxl's FORMAT:PATH for qdisk); "rbd:SPEC" is
+ * rbd (QEMU's spelling); anything else is a raw path.  *target points
+ * into params.
  */
 void storage_parse_params(const char *params, char driver[STORAGE_DRIVER_MAX],
 			  const char **target);
@@ -202,6 +204,7 @@ void storage_set_error(const char *fmt, ...) __attribute__((format(printf, 1, 2)
 extern const struct storage_driver storage_raw_driver;
 extern const struct storage_driver storage_nbd_driver;
 extern const struct storage_driver storage_qcow2_driver;
+extern const struct storage_driver storage_rbd_driver;
 
 /* nbd.c, for qcow2.c: open an NBD URI as the nbd driver, with priv owned
  * by the caller's driver afterwards (storage_nbd_close to release). */
