@@ -34,6 +34,7 @@
 #include <rbd/librbd.h>
 
 #include "backend/storage/storage.h"
+#include "log.h"
 
 #define MON_TIMEOUT_S "10"
 
@@ -42,14 +43,17 @@ struct rbd_vbd {
 	rados_ioctx_t io;
 	rbd_image_t image;
 	int efd;                     /* the image's notification eventfd */
+	const char *name;            /* the target, for logs */
 	bool queue_taken;            /* the one queue of this vbd */
 };
 
-/* What a completion's arg points to: librbd's return value is the bytes
- * moved for every op, the loop wants 0 for a flush or discard. */
+/* What a completion's arg points to.  librbd's return value is the bytes
+ * read for a read and 0 (or a length) for the rest; the loop wants what
+ * io_uring says: the bytes moved for reads and writes, 0 for the rest. */
 struct rbd_cmd {
 	uint64_t tag;
-	bool data;
+	enum storage_op op;
+	uint64_t len;
 	struct rbd_cmd *next;
 };
 
@@ -185,6 +189,7 @@ static int rbd_open_vbd(struct storage *s, const struct storage_opts *o)
 		return -ENOMEM;
 	}
 	v->efd = -1;
+	v->name = s->target;
 	s->priv = v;
 	rc = parse_spec(s->target, sp);
 	if (rc) {
@@ -287,7 +292,8 @@ static int rbdq_submit(struct storage_queue *q, const struct storage_req *r)
 		return rc;
 	q->free = cmd->next;
 	cmd->tag = r->tag;
-	cmd->data = r->op == STORAGE_READ || r->op == STORAGE_WRITE;
+	cmd->op = r->op;
+	cmd->len = r->len;
 	/* A flush's link needs nothing more: librbd's flush completes after
 	 * every write before it, and the data is submitted after it. */
 	switch (r->op) {
@@ -337,8 +343,13 @@ static void rbdq_ready(struct storage_queue *q, short revents)
 			uint64_t tag = cmd->tag;
 
 			rbd_aio_release(comps[i]);
-			if (res > 0 && !cmd->data)
+			if (res >= 0 && cmd->op == STORAGE_WRITE)
+				res = (ssize_t)cmd->len;
+			else if (res > 0 && cmd->op != STORAGE_READ)
 				res = 0;
+			if (res < 0)
+				log_warn("rbd: %s: a request failed: %s", q->v->name,
+					 strerror((int)-res));
 			cmd->next = q->free;
 			q->free = cmd;
 			q->loop.complete(q->loop.ctx, tag, res > INT32_MAX ? -EIO : (int)res);
