@@ -60,7 +60,7 @@ static const struct tunable table[TUN_COUNT] = {
 		"are grant-copied into backend buffers instead of mapped (xbd only)" },
 	[TUN_STORAGE_OUTAGE_MS] = {
 		"storage_outage_ms", TUN_UINT, 30000, 0, 1u << 30, 0644,
-		"Network storage (nbd, qcow2): how long a lost connection stalls the "
+		"Network storage (nbd, qcow2, rbd): how long a lost connection stalls the "
 		"I/O of disks opened from now on before it fails; the disk works "
 		"again once the store is back (xbd only)" },
 };
