@@ -269,3 +269,47 @@ def test_rbd_outage_past_the_limit_fails_then_recovers(ceph, guest):
     assert "timed out" in guest.backend.log_text()
     fio_ok(xfio(guest, "--rw=randwrite", "--bs=4k", "--size=1M",
                 "--verify=crc32c", "--do_verify=1", "--verify_fatal=1"))
+
+
+def test_two_machines_share_one_image(ceph, daemons, guest, tmp_path):
+    """The storage half of a live migration: two local machines (two
+    XBD_RUNDIRs, each with its own xbd-xenstored and xbd-blkback) serve
+    the same RBD image; written on one, detached, attached on the other,
+    read back identical."""
+    from guest_fixtures import Guest
+    ceph.rbd("create", "--size", "16M", "rbd/shared")
+    target = f"target={rbd_target(ceph, 'shared')}"
+    attach(guest, target)
+    fio_ok(xfio(guest, "--rw=write", "--bs=64k", "--size=4M",
+                "--verify=crc32c", "--do_verify=0"))
+    guest.detach()
+    other_dir = tmp_path / "host-b"
+    other_dir.mkdir()
+    other = Guest(daemons, str(other_dir))
+    try:
+        attach(other, target)
+        fio_ok(xfio(other, "--rw=write", "--bs=64k", "--size=4M",
+                    "--verify=crc32c", "--verify_only=1"))
+        other.detach()
+    finally:
+        other.teardown()
+
+
+def test_restarted_backend_adopts_a_guest_on_rbd(ceph, guest):
+    """The backend SIGKILLed under fio verify on an rbd disk: the new one
+    adopts the ring (journal) and opens the image again; verify passes."""
+    from test_storage_nbd import xfio_env
+    from conftest import BUILD
+    ceph.rbd("create", "--size", "32M", "rbd/adopt")
+    attach(guest, f"target={rbd_target(ceph, 'adopt')}")
+    fe = f"/local/domain/{guest.domid}/device/vbd/51728/state"
+    r = guest.fio_under_backend_restart(
+        ["--name=x", f"--ioengine=external:{os.path.join(BUILD, 'lib', 'xbd-fio.so')}",
+         "--xbd_domain=g1", "--xbd_vdev=xvdb", f"--xbd_rundir={guest.rundir}",
+         "--rw=randwrite", "--bs=4k", "--iodepth=16", "--size=8M",
+         "--rate_iops=1500", "--verify=md5", "--do_verify=1", "--verify_fatal=1"],
+        env=xfio_env(guest),
+        ready=lambda: guest.xd.tool("xenstore-read", fe, check=False)
+        .stdout.strip() == "4")
+    res = fio_ok(r)
+    assert res[0]["write_kb"] == res[0]["read_kb"] == 8 * 1024, res
