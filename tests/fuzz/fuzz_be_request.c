@@ -10,22 +10,21 @@
  * the real be_ring to those bytes and runs the real engine of
  * backend/io_uring.c (ring_fetch_req, req_parse, indirect fetch,
  * req_check_segs, the dispatch and submission decisions) with the real
- * grant transport (backend/gnt.c, gntpool.c) on a real io_uring whose
- * storage is a memfd of the disk's size.
+ * grant transport (backend/gnt.c, gntpool.c) and the real raw storage
+ * driver (backend/storage/raw.c), all in process: the io_uring is a fake
+ * that completes every SQE inline (below), so no input enters the kernel.
  *
  * The stubs are the checkers:
- *   - a fake platform grant table (fuzz_gnt_*) maps only refs the input
- *     granted (writable only if granted writable), into heap memory so
- *     ASan catches any use after the unmap, and keeps every live mapping;
- *     unmapping something never mapped, or a mapping left after
- *     teardown, aborts;
- *   - every SQE the engine submits is inspected before the kernel sees it
- *     (io_uring_submit* are wrapped with -Wl,--wrap): only the disk fd,
- *     only whole logical blocks inside the disk, nothing but reads on a
- *     read-only disk, and every iovec inside one granted page (writable
- *     for a read) or one live bounce page of the transport;
- *   - storage_discard (block-device discard) is a stub with the same
- *     range checks;
+ *   - a fake platform grant table (fz_gnttab_*) maps only refs the input
+ *     granted (writable only if granted writable), into an arena that is
+ *     poisoned from the unmap on so ASan catches any use after it, and
+ *     keeps every live mapping; unmapping something never mapped, or a
+ *     mapping left after teardown, aborts;
+ *   - every SQE the engine submits is checked at the fake submit: only
+ *     the disk fd, only whole logical blocks inside the disk, nothing but
+ *     reads on a read-only disk, and every iovec inside one granted page
+ *     (writable for a read) or one live bounce page of the transport;
+ *   - block-device discard (ioctl, wrapped) gets the same range checks;
  *   - at the end every fetched request has exactly one response, with an
  *     id the frontend sent and a BLKIF_RSP_* status.
  *
@@ -35,7 +34,9 @@
  * tests/fuzz/gen_corpus.py writes valid inputs in this layout.
  */
 #include <errno.h>
+#include <linux/fs.h>
 #include <poll.h>
+#include <stdarg.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -229,7 +230,7 @@ static const struct platform_ops fz_ops = {
 static struct xbd_platform fz_plat = { .ops = &fz_ops };
 static struct xbd_gnttab fz_gt = { .p = &fz_plat };
 
-/* ---- the storage stub and the SQE checker -------------------------------- */
+/* ---- the disk and the SQE checker ---------------------------------------- */
 
 static int disk_fd = -1, evt_fd = -1;
 static uint64_t disk_bytes;
@@ -493,12 +494,22 @@ int __wrap_munmap(void *addr, size_t len)
 	return __real_munmap(addr, len);
 }
 
-/* Block-device discard (synchronous in the backend): the storage stub. */
-int storage_discard(const struct storage *s, uint64_t off, uint64_t len, bool secure)
+/* Block-device discard (raw.c storage_discard, synchronous in the
+ * backend) ends in ioctl(BLKDISCARD / BLKSECDISCARD): wrapped, with the
+ * same range checks, and nothing else may reach an ioctl. */
+int __real_ioctl(int fd, unsigned long req, ...);
+
+int __wrap_ioctl(int fd, unsigned long req, ...)
 {
-	CHECK(s->fd == disk_fd && disk_blkdev && lim.discard && !lim.read_only);
-	CHECK(!secure || lim.discard_secure);
-	check_extent(off, len);
+	va_list ap;
+	const uint64_t *range;
+
+	va_start(ap, req);
+	range = va_arg(ap, const uint64_t *);
+	va_end(ap);
+	CHECK(fd == disk_fd && disk_blkdev && lim.discard && !lim.read_only);
+	CHECK(req == BLKDISCARD || (req == BLKSECDISCARD && lim.discard_secure));
+	check_extent(range[0], range[1]);
 	return 0;
 }
 
@@ -773,7 +784,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	order = ((h.cfg0 >> 1) & 7) % (RING_MAX_ORDER + 1);
 	set_limits(&h, ring_nr_ents(abi, order));
 	load_ring(&c, &h, abi, order);
-	st = (struct storage){ .fd = disk_fd, .is_blkdev = disk_blkdev,
+	st = (struct storage){ .drv = &storage_raw_driver, .fd = disk_fd, .is_blkdev = disk_blkdev,
 			       .read_only = lim.read_only, .size = disk_bytes,
 			       .logical_block = lim.sector_size,
 			       .physical_block = lim.sector_size,
