@@ -9,7 +9,7 @@
 #   make check-xen  deps + build + boot real Xen under QEMU (tests/xen)
 #   make lint       cppcheck and clang-tidy over every C file (scripts/lint.sh;
 #                   .clang-tidy, scripts/cppcheck-suppressions.txt); in check
-#   make fuzz       build and run the libFuzzer targets for a set time
+#   make fuzz       build and run the libFuzzer targets (10^7 runs or 1 h each)
 #   make soak       deps + build + hours-long leak and fault loops
 #                   (tests/soak, then the backend killed under fio; not
 #                   in check; SOAK_CYCLES, SOAK_MINUTES, XBD_FAULT_KILLS)
