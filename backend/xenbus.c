@@ -233,8 +233,14 @@ static int adopt(struct backend_dev *d)
 
 /*
  * What to do with a frontend that is already past Initialising when we
- * probe (we are a restart).  Both Connected: adopt.  When that fails, or
- * the frontend is Initialised / Connected to a backend that was not: its
+ * probe (we are a restart).  Both Connected, or the frontend Initialised
+ * and the backend Connected (killed before the frontend saw it): adopt.
+ * The frontend Initialised and the backend not yet Connected: nothing was
+ * ever put on those rings (a frontend waits for Connected), so say
+ * InitWait and connect them fresh (be_dev_changed follows the probe and
+ * sees Initialised); Linux xen-blkfront would close the disk for good on
+ * a Closed here.  Closing: Closing (its Closed comes through the watch).  When adoption
+ * fails, or the frontend is Connected to a backend that was not, its
  * rings cannot be taken over, so say Closed (online stays 1) and the
  * frontend starts over on fresh rings (libxbdfront re-issues what it had
  * in flight; the Linux driver closes the disk).  Returns the state to
@@ -243,11 +249,13 @@ static int adopt(struct backend_dev *d)
 static enum xenbus_state restart_state(struct backend_dev *d, enum xenbus_state be)
 {
 	enum xenbus_state fe = XenbusStateUnknown;
+	bool live;
 	int rc;
 
 	if (xbd_xenbus_read_state(d->ctx->xs, XBT_NULL, d->fe_path, &fe))
 		fe = XenbusStateUnknown;
-	if (fe == XenbusStateConnected && be == XenbusStateConnected) {
+	live = fe == XenbusStateConnected || fe == XenbusStateInitialised;
+	if (live && be == XenbusStateConnected) {
 		rc = adopt(d);
 		if (!rc) {
 			log_info("%s: adopted %u queue(s) of a live frontend", d->be_path,
@@ -260,9 +268,16 @@ static enum xenbus_state restart_state(struct backend_dev *d, enum xenbus_state 
 			 strerror(-rc));
 	}
 	disconnect(d);       /* journals of a connection that is over: removed */
-	if (fe != XenbusStateInitialised && fe != XenbusStateConnected)
+	switch (fe) {
+	case XenbusStateInitialised:
+		return be == XenbusStateConnected ? XenbusStateClosed : XenbusStateInitWait;
+	case XenbusStateConnected:
+		return XenbusStateClosed;
+	case XenbusStateClosing:
+		return XenbusStateClosing;   /* not an InitWait under its close */
+	default:
 		return XenbusStateInitWait;
-	return XenbusStateClosed;
+	}
 }
 
 int be_dev_probe(const struct be_ctx *ctx, const char *be_path, struct backend_dev **out)
