@@ -205,10 +205,11 @@ void devtab_dump_stats(const struct devtab *t, FILE *f)
 		fprintf(f, "vbd-%u-%u: queues %u oo_req %" PRIu64 " rd_req %" PRIu64
 			" wr_req %" PRIu64 " f_req %" PRIu64 " ds_req %" PRIu64
 			" rd_sect %" PRIu64 " wr_sect %" PRIu64 " inflight %" PRIu64
-			" adopted %" PRIu64 " replayed_req %" PRIu64,
+			" adopted %" PRIu64 " replayed_req %" PRIu64
+			" evt_in %" PRIu64 " evt_out %" PRIu64,
 			d->fe_domid, d->devid, d->nr_queues, s.oo_req, s.rd_req, s.wr_req,
 			s.f_req, s.ds_req, s.rd_sect, s.wr_sect, s.inflight, s.adopted,
-			s.replayed_req);
+			s.replayed_req, s.evt_in, s.evt_out);
 		/* latency histogram: "lat_us <from>:<count> ..." for non-empty
 		 * buckets; bucket b holds [2^b, 2^(b+1)) us, bucket 0 below 2 us */
 		fprintf(f, " lat_us");

@@ -328,7 +328,7 @@ def test_killed_between_publish_and_notify_the_restart_notifies_first(
             for q in (0, 1):
                 assert f"queue {q}: adopted at rsp_prod" in log, log
             s = stats(xenstored, be)
-            assert int(s["evt_out"]) >= 2, s
+            assert int(s["evt_out"]) >= 2, s       # one per queue at least
         rc, out, err = finish(w, timeout=120)
     finally:
         reap(w)
