@@ -239,7 +239,8 @@ static int adopt(struct backend_dev *d)
  * ever put on those rings (a frontend waits for Connected), so say
  * InitWait and connect them fresh (be_dev_changed follows the probe and
  * sees Initialised); Linux xen-blkfront would close the disk for good on
- * a Closed here.  Closing: Closing (its Closed comes through the watch).  When adoption
+ * a Closed here.  Closing: Closing (its Closed comes through the watch);
+ * Closed and detached (online 0): Closed.  When adoption
  * fails, or the frontend is Connected to a backend that was not, its
  * rings cannot be taken over, so say Closed (online stays 1) and the
  * frontend starts over on fresh rings (libxbdfront re-issues what it had
@@ -275,6 +276,8 @@ static enum xenbus_state restart_state(struct backend_dev *d, enum xenbus_state 
 		return XenbusStateClosed;
 	case XenbusStateClosing:
 		return XenbusStateClosing;   /* not an InitWait under its close */
+	case XenbusStateClosed:          /* detached: no InitWait on the way out */
+		return online(d) ? XenbusStateInitWait : XenbusStateClosed;
 	default:
 		return XenbusStateInitWait;
 	}

@@ -17,7 +17,8 @@ USEQ=0                          # sequence number of the domU's commands
 UIMG=/srv/u.img
 UBLKFRONT="max_queues=2 max_ring_page_order=2"
 
-u() { echo "XBDXEN-U $1 | $2 | $3"; }
+# phase S (phase-s.sh) uses these helpers too, with UPHASE=S
+u() { echo "XBDXEN-${UPHASE:-U} $1 | $2 | $3"; }
 u_devdir() { echo "$USYS/bus/xen-backend/devices/vbd-$DOMID-$UDEV"; }
 
 # u_start LABEL: start xbd-blkback and wait for its tree (or 60 s)
