@@ -224,6 +224,7 @@ s_destroy() {
 
 phase_s() {
 	local r
+	UIMG=$SIMG                  # u_attach's target
 	s_backend
 	s_create
 	for r in $SROUNDS; do
