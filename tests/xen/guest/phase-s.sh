@@ -56,16 +56,23 @@ CFG
 	timed S-create xl create /xbd/xbds.cfg
 	DOMID=$(xl domid $DOMU)
 	s domid "xl domid" "$DOMID"
+	( tail -n +1 -F $CONLOG/guest-$DOMU.log 2>/dev/null |
+		while IFS= read -r l; do echo "[doms] $l"; done ) &
 	wait_for $CONLOG/guest-$DOMU.log XBDXEN-DOMU-UP 600
 }
 
-# s_backend: xbd-blkback running (phase U's, or a new one)
+# s_backend: a fresh xbd-blkback for this phase
 s_backend() {
 	echo "XBDXEN-S rmmod | - | $( (! [ -d /sys/module/xen_blkback ] || rmmod xen-blkback) 2>&1 && echo ok)"
-	if ! { [ -n "${UPID:-}" ] && kill -0 $UPID 2>/dev/null; }; then
-		u_start start
-		UBASE=$(u_held)
+	# phase U's backend offers 2 queues (dom0 has 2 vCPUs): this one, and
+	# every restart, offers 4 (an adoption needs what was negotiated)
+	if [ -n "${UPID:-}" ] && kill -0 $UPID 2>/dev/null; then
+		kill $UPID
+		wait $UPID 2>/dev/null
 	fi
+	UARGS="--max_queues=4 --max_ring_page_order=4"
+	u_start start
+	UBASE=$(u_held)
 	u baseline "/proc/$UPID" "$UBASE"
 }
 
