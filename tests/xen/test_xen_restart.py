@@ -67,7 +67,7 @@ def test_restart_phase_kill_while_frontend_initialised(xen):
     assert frozen == {"be": "2", "fe": "3"}, frozen
     assert s_kv(xen, "init.attach") == {"rc": "0"}
     assert s_kv(xen, "init.connected") == {"be": "4", "fe": "4"}
-    want = xen.reply("S", "init.file")
+    want = xen.reply("S", "init.file")          # dom0's md5 of what it read
     assert want[0] == want[1].split("=")[1]
     assert s_kv(xen, "init.read1")["md5"] == want[0]
 
@@ -75,7 +75,14 @@ def test_restart_phase_kill_while_frontend_initialised(xen):
 def test_restart_phase_kill_while_frontend_closing(xen):
     config(xen)
     assert s_kv(xen, "close.frozen")["fe"] in ("5", "6")
-    assert s_kv(xen, "close.detach") == {"rc": "0"}
+    detach = s_kv(xen, "close.detach")
+    # the restarted backend followed the frontend to Closed (or libxl had
+    # removed the directory already)
+    assert detach["be"] in ("6", "-"), detach
+    # libxl's own 10 s for that may run out under TCG; a second detach
+    # then completes it
+    if detach["rc"] != "0":
+        assert s_kv(xen, "close.detach2") == {"rc": "0"}
     assert xen.reply("S", "close.ack") == ["0"], "the disk did not leave the domU"
     assert xen.reply("S", "close.nodes") == ["gone"]
 
