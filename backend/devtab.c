@@ -73,6 +73,15 @@ static void drop(struct devtab *t, struct backend_dev *d)
 	}
 }
 
+/* Start-up: a device the toolstack detached (online 0) while no backend
+ * ran, or under a backend that died before it said Closed: the
+ * toolstack waits for that Closed (libxl: 10 s), so it is probed and
+ * follows its frontend to Closed, then goes. */
+static bool detaching(enum xenbus_state s)
+{
+	return s > XenbusStateInitialising && s < XenbusStateClosed;
+}
+
 /* A device directory appeared or changed.  adopt: probe whatever its
  * state (start-up); else only a new device (state Initialising). */
 static void touch(struct devtab *t, const char *be_path, bool adopt)
@@ -86,8 +95,9 @@ static void touch(struct devtab *t, const char *be_path, bool adopt)
 			return;
 		drop(t, d);   /* removed, or replaced by a new attach: probe */
 	}
-	if (xbd_xs_read_uint(t->ctx.xs, XBT_NULL, be_path, "online", 0, 1, &online) || !online ||
+	if (xbd_xs_read_uint(t->ctx.xs, XBT_NULL, be_path, "online", 0, 1, &online) ||
 	    xbd_xenbus_read_state(t->ctx.xs, XBT_NULL, be_path, &s) ||
+	    (!online && !(adopt && detaching(s))) ||
 	    (!adopt && s != XenbusStateInitialising) ||
 	    xbd_xs_exists(t->ctx.xs, XBT_NULL, be_path, "frontend") != 1)
 		return;                       /* not (or no longer) ours to serve */
