@@ -333,3 +333,36 @@ def test_killed_between_publish_and_notify_the_restart_notifies_first(
     finally:
         reap(w)
     assert_verified(rc, out, err)
+
+
+def test_backend_killed_under_a_detach_closes_the_device(daemons, xenstored):
+    """The backend is frozen (SIGSTOP) when the toolstack detaches the
+    disk (online 0, Closing) and killed once the frontend answered; the
+    restarted backend still owes the toolstack its Closed: it probes the
+    detached device, follows the frontend to Closed and the detach ends
+    within its timeout (before, a restart ignored an offline device and
+    the detach timed out)."""
+    be = blkback(daemons, xenstored, "blkback-0")
+    attach(xenstored, 32 << 20, "128M", 10)
+    w = writer(xenstored, "--no-recover", nbytes=1 << 30)
+    det = None
+    try:
+        wait_for(lambda: state(xenstored, FE) == state(xenstored, BE) == "4",
+                 "both ends Connected")
+        be.proc.send_signal(signal.SIGSTOP)
+        det = subprocess.Popen([binary("xbd"), "--platform", "local", "block-detach",
+                                "1", "xvda", "--timeout", "30"],
+                               env=sanitizer_env(xenstored.env), stdout=subprocess.PIPE,
+                               stderr=subprocess.PIPE, text=True)
+        wait_for(lambda: state(xenstored, FE) in ("5", "6"), "the frontend closes", 30)
+        be.stop(signal.SIGKILL)
+        be = blkback(daemons, xenstored, "blkback-1")
+        out, err = det.communicate(timeout=60)
+        assert det.returncode == 0, (out, err, be.log_text())
+        assert "probed" in be.log_text()
+    finally:
+        if det is not None and det.poll() is None:
+            det.kill()
+            det.wait()
+        reap(w)
+    assert journals(xenstored) == []
