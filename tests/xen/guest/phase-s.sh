@@ -193,7 +193,7 @@ s_initialised() {
 	s init.attach "xl block-attach" "rc=$rc"
 	s init.connected "state" "be=$(s_until $(s_be) 4) fe=$(s_until $(s_fe) 4)"
 	u_cmd init 300 readlong 1          # the domU reads MiB [0, SAMB)
-	s init.file "head -c ${SAMB}M $SIMG | md5sum" "$(head -c $((SAMB << 20)) $SIMG | md5sum | cut -d' ' -f1) expected=$AMD5"
+	s init.file "md5sum of head -c ${SAMB}M $SIMG" "$(head -c $((SAMB << 20)) $SIMG | md5sum | cut -d' ' -f1) expected=$AMD5"
 }
 
 # s_closing: the backend killed while the frontend closes under
