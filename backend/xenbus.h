@@ -48,6 +48,10 @@ int be_dev_changed(struct backend_dev *d);
  * it and disconnect the device.  Called when the queue's done_fd fires. */
 void be_dev_queue_done(struct backend_dev *d, unsigned int q);
 
+/* The storage's watch fd fired (storage.h): a store lost for good is an
+ * error node, and the device disconnects; the others are not touched. */
+void be_dev_storage_event(struct backend_dev *d);
+
 /*
  * Asynchronous teardown (ctx->async_teardown): while a reaper thread
  * stops a disconnected vbd's queues, be_dev_changed() does nothing and
@@ -76,7 +80,8 @@ void be_dev_remove(struct backend_dev *d);
  * Report a failure the frontend or the toolstack caused, as
  * xenbus_dev_fatal: "<errno> <message>" in the error nodes, state
  * Closing, and the queues stopped.  neg_errno must be a literal or a
- * just-assigned -errno (STYLE anti-pattern 3).
+ * just-assigned -errno, never a leftover variable (CONTRIBUTING.md,
+ * "Peer-visible failures go through one helper").
  */
 void be_fatal(struct backend_dev *d, int neg_errno, const char *fmt, ...)
 	__attribute__((format(printf, 3, 4)));

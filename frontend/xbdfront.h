@@ -90,6 +90,17 @@ struct xbdfront_opts {
 					   * ring with requests in flight before it
 					   * sleeps; 0: never (default
 					   * XBDFRONT_POLL_DURATION_US_DEFAULT) */
+	/* Called when the toolstack detaches the disk (the backend Closing
+	 * with online=0), before its pending I/O fails and the frontend
+	 * says Closing: the ring still works, so the caller writes back
+	 * what it caches of the disk and flushes it (xbd-blkfront fsyncs
+	 * the disk's file), as Linux writes back a block device before
+	 * letting it go.  Runs on the domain's monitor thread (or on the
+	 * thread in xbdfront_open_in, for a disk detached while it opens),
+	 * may do I/O on the device from other threads and wait for it, and
+	 * must not open or close devices.  NULL: none. */
+	void (*detaching)(void *arg);
+	void *detaching_arg;
 };
 
 #define XBDFRONT_POLL_DURATION_US_DEFAULT 50

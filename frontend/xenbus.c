@@ -405,6 +405,8 @@ void fe_xb_on_peer_state(struct fe_xb *xb, enum xenbus_state state)
 		 * from us, once it is Closed, makes it probe again. */
 		if (xbd_xs_read_uint(xb->xs, XBT_NULL, xb->be, "online", 0, 1, &online) ||
 		    !online) {
+			if (xb->opts.detaching)   /* write back, flush: the ring still works */
+				xb->opts.detaching(xb->opts.detaching_arg);
 			detach(xb, "backend detached");
 			break;
 		}

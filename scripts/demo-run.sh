@@ -3,8 +3,10 @@
 # every program is built): xbd-xenstored and xbd-blkback in a private
 # XBD_RUNDIR, a domain, a 1 GiB sparse disk attached with xl syntax,
 # xbd-blkfront for the domain, then the seed's dd and a 10 s fio randread
-# 4k QD64 through the disk's file.  Prints their figures and the backend's
-# statistics, detaches, stops everything and removes what it made.
+# 4k QD64 through the disk's file.  The same dd to a loop device over the
+# same backing file (before the guest uses it) is shown beside the
+# guest's.  Prints their figures and the backend's statistics, detaches,
+# stops everything and removes what it made.
 # Exit status non-zero when any step failed.  By default everything lives
 # in a fresh mkdtemp directory (mode 0700: a fixed name in /tmp could be
 # created first by another user, issue 18); with XBD_DEMO_DIR, what a
@@ -88,6 +90,14 @@ run() {
 		{ fail "domain-create"; return 1; }
 	say "domain demo-guest is $domid"
 	truncate -s 1G "$D/disk.img" || return 1
+	# the yardstick: a Linux block device (loop) over the same file
+	if lo=$(losetup -f --show "$D/disk.img" 2>"$LOG/losetup.txt"); then
+		dd if=/dev/zero of="$lo" bs=4k count="$COUNT" conv=fsync 2>"$LOG/dd-loop.txt"
+		losetup -d "$lo"
+		loopdd=$(tail -n 1 "$LOG/dd-loop.txt")
+	else
+		loopdd="skipped (losetup: $(cat "$LOG/losetup.txt"))"
+	fi
 	"$B/xbd" --platform local block-attach demo-guest \
 		"format=raw, vdev=xvdb, access=rw, target=$D/disk.img" ||
 		{ fail "block-attach"; return 1; }
@@ -99,10 +109,15 @@ run() {
 	wait_for 20 test -f "$dev" || { fail "xbd-blkfront did not show $dev"; return 1; }
 	say "guest disk: $dev ($(stat -c %s "$dev") bytes)"
 
-	say "dd if=/dev/zero of=$dev bs=4k count=$COUNT"
+	say "dd if=/dev/zero of=$dev bs=4k count=$COUNT conv=fsync (buffered, then written back and flushed)"
 	dd if=/dev/zero of="$dev" bs=4k count="$COUNT" conv=fsync 2>"$LOG/dd.txt" ||
 		{ cat "$LOG/dd.txt"; fail "dd"; return 1; }
 	say "dd: $(tail -n 1 "$LOG/dd.txt")"
+	say "loop-device dd (same file, same dd): $loopdd"
+	awk '/copied/ { print $(NF-1), $NF }' "$LOG/dd.txt" "$LOG/dd-loop.txt" 2>/dev/null |
+		awk '{ v[NR] = $1 * ($2 == "GB/s" ? 1000 : $2 == "kB/s" ? 0.001 : 1) }
+		     END { if (NR == 2 && v[2] > 0)
+			printf "xbd demo: guest dd / loop-device dd: %.2f x\n", v[1] / v[2] }'
 
 	say "fio --ioengine=libaio --rw=randread --bs=4k --iodepth=64 --numjobs=2 (${SECS} s)"
 	fio --name=demo --filename="$dev" --ioengine=libaio --direct=1 --rw=randread \

@@ -59,7 +59,32 @@ struct disks {
 	struct failed failed[MAX_FAILED];   /* watcher only */
 	unsigned int nfailed;
 	uint64_t serial;              /* watcher only: the last disk's serial */
+	void (*write_back)(void *arg, const char *name);   /* atomic */
+	void *write_back_arg;
 };
+
+void disks_set_write_back(struct disks *t, void (*fn)(void *arg, const char *name),
+			  void *arg)
+{
+	t->write_back_arg = arg;
+	__atomic_store_n(&t->write_back, fn, __ATOMIC_RELEASE);
+}
+
+/* libxbdfront's detach hook (xbdfront_opts.detaching): write the disk
+ * back while the watcher keeps it (see still_attached). */
+static void disk_detaching(void *arg)
+{
+	struct disk *d = arg;
+	void (*fn)(void *, const char *) = __atomic_load_n(&d->table->write_back,
+							    __ATOMIC_ACQUIRE);
+
+	if (!fn)
+		return;
+	__atomic_store_n(&d->writing_back, true, __ATOMIC_RELEASE);
+	log_info("%s detached: writing it back and flushing it", d->name);
+	fn(d->table->write_back_arg, d->name);
+	__atomic_store_n(&d->writing_back, false, __ATOMIC_RELEASE);
+}
 
 struct disk *disks_get(struct disks *t, const char *name)
 {
@@ -231,6 +256,7 @@ static void note_failed(struct disks *t, uint32_t devid)
 static int disk_open(struct disks *t, uint32_t devid)
 {
 	struct xbdfront_info info;
+	struct xbdfront_opts opts = t->opts;
 	char id[16], why[sizeof(info.reason)];
 	struct disk *d = calloc(1, sizeof(*d));
 	int rc;
@@ -238,11 +264,14 @@ static int disk_open(struct disks *t, uint32_t devid)
 	if (!d)
 		return -ENOMEM;
 	d->devid = devid;
+	d->table = t;
+	opts.detaching = disk_detaching;     /* d outlives the device */
+	opts.detaching_arg = d;
 	d->stop_fd = -1;
 	if (xbd_vdev_name(devid, d->name, sizeof(d->name)) < 0)
 		snprintf(d->name, sizeof(d->name), "%" PRIu32, devid);
 	snprintf(id, sizeof(id), "%" PRIu32, devid);
-	rc = xbdfront_open_in_why(t->dom, id, &t->opts, &d->dev, why, sizeof(why));
+	rc = xbdfront_open_in_why(t->dom, id, &opts, &d->dev, why, sizeof(why));
 	if (rc) {
 		log_err("cannot connect %s: %s%s%s", d->name, strerror(-rc), why[0] ? "; " : "",
 			why);
@@ -284,6 +313,8 @@ static bool still_attached(struct disks *t, const struct disk *d)
 	char fe[96], be[256];
 	unsigned int online;
 
+	if (__atomic_load_n(&d->writing_back, __ATOMIC_ACQUIRE))
+		return true;         /* detached, but its cache goes out first */
 	snprintf(fe, sizeof(fe), "%s/%" PRIu32, t->base, d->devid);
 	return !xbd_xs_read_buf(t->xs, XBT_NULL, fe, "backend", be, sizeof(be)) &&
 	       !xbd_xs_read_uint(t->xs, XBT_NULL, be, "online", 0, 1, &online) && online;

@@ -44,6 +44,9 @@ struct disk {
 	pthread_t *reapers;           /* completion threads (watcher only) */
 	unsigned int nreapers;        /* how many of them run */
 	unsigned int refs;            /* under the table lock */
+	bool writing_back;            /* atomic: the detach hook writes it back;
+				       * the watcher keeps it in the table */
+	struct disks *table;
 	struct disk *next;
 };
 
@@ -63,6 +66,14 @@ struct disk *disks_get(struct disks *t, const char *name);
 /* The same, by vbd device id. */
 struct disk *disks_get_id(struct disks *t, uint32_t devid);
 void disks_put(struct disks *t, struct disk *d);
+/*
+ * What a detach of a disk calls before the disk goes (fs.c: write back
+ * its file's cached pages and flush), with the disk's name; NULL: nothing.
+ * Called on libxbdfront's monitor thread while the disk is still in the
+ * table and its ring works (see xbdfront_opts.detaching).
+ */
+void disks_set_write_back(struct disks *t, void (*fn)(void *arg, const char *name),
+			  void *arg);
 /* Call fn for every connected disk (names for readdir), under the lock. */
 void disks_each(struct disks *t, void (*fn)(void *arg, const struct disk *d), void *arg);
 

@@ -20,6 +20,12 @@
  * Lifetime: a struct fs_io and the disk reference it holds live from the
  * handler to io_done(); blkfront_fs_serve() waits for every answer
  * (fs_pending) before it unmounts and frees the session.
+ * Page cache: buffered I/O goes through the kernel's page cache (FUSE
+ * writeback cache, fs_init), so the reads and writes that reach us are
+ * the kernel's read-ahead and write-back (up to max_write) and O_DIRECT
+ * requests; fsync reaches us after the kernel wrote the file back.  A
+ * stop signal and a detach write every file back first (the stopper
+ * thread, write_back()).  Documentation/guest.md has the rules.
  * Lock: fs_rmw_lock: writes that do not cover whole sectors are
  * read-modify-write, serialised per process; they wait for their two
  * steps in the worker thread (a rare path: dd of odd sizes).
@@ -31,11 +37,14 @@
 #include <inttypes.h>
 #include <linux/falloc.h>
 #include <pthread.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/sysmacros.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "frontend/blkfront/disks.h"
 #include "frontend/blkfront/fs.h"
@@ -47,6 +56,15 @@
 /* Worker threads: the handlers never wait for I/O except the
  * read-modify-write path, so a few serve any queue depth. */
 #define FS_MAX_THREADS 4
+
+/* Seconds the kernel keeps a disk's attributes.  The size is fixed for
+ * the life of an inode (a re-attach is a new inode: its generation is
+ * the new serial), and with the writeback cache the kernel would ask
+ * again before every write(2) once they expired. */
+#define FS_ATTR_TIMEOUT 3600.0
+/* Read-ahead of a disk file (the bdi's read_ahead_kb), one largest FUSE
+ * request: sequential buffered reads reach the ring as 1 MiB reads. */
+#define FS_READ_AHEAD_KB 1024
 
 #define XATTR_INFLIGHT "user.xbd.inflight"
 #define XATTR_MAX_INFLIGHT "user.xbd.max_inflight"
@@ -423,7 +441,8 @@ static void fs_fallocate(fuse_req_t req, fuse_ino_t ino, int mode, off_t off, of
 
 static void fs_lookup(fuse_req_t req, fuse_ino_t parent, const char *name)
 {
-	struct fuse_entry_param e = { 0 };   /* timeouts 0: attach/detach show at once */
+	/* entry timeout 0: attach/detach show at once */
+	struct fuse_entry_param e = { .attr_timeout = FS_ATTR_TIMEOUT };
 	struct disk *d = parent == FUSE_ROOT_ID ? disks_get(table(req), name) : NULL;
 
 	if (!d) {
@@ -452,11 +471,15 @@ static void fs_getattr(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi
 		disk_stat(d, &st);
 		disks_put(table(req), d);
 	}
-	fuse_reply_attr(req, &st, 0);
+	fuse_reply_attr(req, &st, FS_ATTR_TIMEOUT);
 }
 
 /* truncate(2) only to the disk's own size (a no-op: the size is the
- * backend's); times are accepted and not kept; no chmod or chown. */
+ * backend's), and to 0 without a file (what an O_TRUNC open sends; also
+ * truncate(2) to 0, which cannot be told apart): ignored, as a block
+ * device ignores O_TRUNC, and answered with the disk's size, which the
+ * kernel then keeps.  Times are accepted and not kept; no chmod or
+ * chown. */
 static void fs_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *attr, int to_set,
 		       struct fuse_file_info *fi)
 {
@@ -473,11 +496,12 @@ static void fs_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *attr, int to
 		rc = EPERM;
 	else if ((to_set & FUSE_SET_ATTR_SIZE) && d->readonly)
 		rc = EROFS;
-	else if ((to_set & FUSE_SET_ATTR_SIZE) && (uint64_t)attr->st_size != d->size)
+	else if ((to_set & FUSE_SET_ATTR_SIZE) && (uint64_t)attr->st_size != d->size &&
+		 (fi || attr->st_size != 0))
 		rc = EINVAL;
 	disk_stat(d, &st);
 	disks_put(table(req), d);
-	rc ? fuse_reply_err(req, rc) : fuse_reply_attr(req, &st, 0);
+	rc ? fuse_reply_err(req, rc) : fuse_reply_attr(req, &st, FS_ATTR_TIMEOUT);
 }
 
 static void fs_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
@@ -491,7 +515,13 @@ static void fs_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 	}
 	if (d->readonly && (fi->flags & O_ACCMODE) != O_RDONLY)
 		rc = EROFS;
-	fi->direct_io = 1;           /* no page cache: every read reaches the disk */
+	/* The page cache is the disk's, as a Linux block device's: kept
+	 * across opens (only this guest writes the disk).  O_DIRECT opens
+	 * get no FOPEN_DIRECT_IO: the kernel's own O_DIRECT path bypasses
+	 * the cache and keeps it coherent (writes back dirty pages of the
+	 * range first, drops the cached range after a direct write), which
+	 * FOPEN_DIRECT_IO does not do. */
+	fi->keep_cache = 1;
 	fi->fh = d->serial;
 	disks_put(table(req), d);
 	rc ? fuse_reply_err(req, rc) : fuse_reply_open(req, fi);
@@ -598,7 +628,12 @@ static void fs_listxattr(fuse_req_t req, fuse_ino_t ino, size_t size)
 static void fs_init(void *userdata, struct fuse_conn_info *conn)
 {
 	(void)userdata;
-	conn->max_write = 1u << 20;
+	conn->max_write = 1u << 20;          /* libfuse makes max_pages of it */
+	/* Buffered I/O goes through the kernel's page cache, written back
+	 * in requests of up to max_write (the seed's 4 KiB dd becomes 1 MiB
+	 * writes on the ring); fsync writes back, then asks us to flush. */
+	if (conn->capable & FUSE_CAP_WRITEBACK_CACHE)
+		conn->want |= FUSE_CAP_WRITEBACK_CACHE;
 	conn->max_background = FS_MAX_BACKGROUND;
 	conn->congestion_threshold = FS_MAX_BACKGROUND * 3 / 4;
 	/* libaio/io_uring direct I/O stays asynchronous in the kernel */
@@ -606,8 +641,11 @@ static void fs_init(void *userdata, struct fuse_conn_info *conn)
 		conn->want |= FUSE_CAP_ASYNC_DIO;
 	if (conn->capable & FUSE_CAP_ASYNC_READ)
 		conn->want |= FUSE_CAP_ASYNC_READ;
-	if (conn->capable & FUSE_CAP_ATOMIC_O_TRUNC)
-		conn->want |= FUSE_CAP_ATOMIC_O_TRUNC;   /* O_TRUNC is ignored, as on a block device */
+	/* No FUSE_CAP_ATOMIC_O_TRUNC: with the writeback cache the kernel
+	 * would set its own size to 0 at an O_TRUNC open and trust it from
+	 * then on.  Without it an O_TRUNC open is a setattr to size 0,
+	 * which fs_setattr ignores, as a block device ignores O_TRUNC. */
+	conn->want &= ~FUSE_CAP_ATOMIC_O_TRUNC;
 }
 
 static const struct fuse_lowlevel_ops fs_ops = {
@@ -625,22 +663,258 @@ static const struct fuse_lowlevel_ops fs_ops = {
 	.listxattr = fs_listxattr,
 };
 
-/* Run the loop on a mounted session until a signal or an unmount. */
-static int run(struct fuse_session *se)
+/* One attribute of the mount's bdi (/sys/class/bdi/MAJ:MIN/name), best
+ * effort: root only, a failure is logged at debug level. */
+static void bdi_set(const struct stat *st, const char *name, int val)
+{
+	char path[128];
+	FILE *f;
+	int ok;
+
+	snprintf(path, sizeof(path), "/sys/class/bdi/%u:%u/%s", major(st->st_dev),
+		 minor(st->st_dev), name);
+	f = fopen(path, "w");
+	ok = f && fprintf(f, "%d\n", val) > 0;
+	if (f && fclose(f))
+		ok = 0;
+	if (!ok)
+		log_debug("%s: cannot set it to %d: %s", path, val, strerror(errno));
+}
+
+/*
+ * Make the mount's bdi what a block device's is.  The kernel gives a
+ * FUSE mount a read-ahead the server may only lower (128 KiB; we want
+ * FS_READ_AHEAD_KB) and, to protect memory from a server that never
+ * answers, a strict dirty limit of 1% of the machine's dirty
+ * threshold, which throttles the seed's dd to a trickle of write-back.
+ * A block device (the loop device the dd is measured against) has
+ * neither: it may use the whole dirty threshold.  The stat() needs the
+ * loop running (the kernel asks us for the root's attributes).
+ */
+static void tune_bdi(const char *dir)
+{
+	struct stat st;
+
+	if (stat(dir, &st) < 0)
+		return;
+	bdi_set(&st, "read_ahead_kb", FS_READ_AHEAD_KB);
+	bdi_set(&st, "strict_limit", 0);
+	bdi_set(&st, "max_ratio", 100);
+}
+
+/* ---- the stop: write back, flush, end the loop -------------------------------- */
+
+/*
+ * SIGTERM, SIGINT and SIGHUP are blocked in every thread; the stopper
+ * thread takes them with sigwait().  Before the loop ends, while the
+ * workers still serve, it writes back what the page cache holds of each
+ * disk and flushes it (open + fsync of each file: the kernel sends the
+ * dirty pages, then FUSE_FSYNC, our flush), so a stopped guest leaves its
+ * disks as a Linux guest's shutdown leaves them.  Then it ends the loop:
+ * fuse_session_exit() and FS_WAKE_SIGNAL at the thread that runs the
+ * loop (its sem_wait returns EINTR; repeated until the loop is seen to
+ * return, in case the signal came before the wait).
+ */
+#define FS_WAKE_SIGNAL SIGUSR2
+
+struct stopper {
+	struct fuse_session *se;
+	struct disks *t;
+	const char *dir;
+	sigset_t sigs;                /* the stop signals */
+	pthread_t loop;               /* the thread that runs the loop */
+	bool loop_done;               /* atomic: the loop returned */
+};
+
+static void wake_handler(int sig)
+{
+	(void)sig;                    /* only to interrupt the loop's wait */
+}
+
+struct names {
+	char (*name)[sizeof(((struct disk *)0)->name)];
+	size_t n, cap;
+};
+
+static void add_name(void *arg, const struct disk *d)
+{
+	struct names *ns = arg;
+	void *p;
+
+	if (ns->n == ns->cap) {
+		p = realloc(ns->name, (ns->cap * 2 + 4) * sizeof(*ns->name));
+		if (!p)
+			return;              /* that disk is not written back */
+		ns->name = p;
+		ns->cap = ns->cap * 2 + 4;
+	}
+	memcpy(ns->name[ns->n++], d->name, sizeof(d->name));
+}
+
+/* How long a write-back may take before a stop or a detach goes on
+ * without it: a backend that died without a word answers nothing, and
+ * the thread that waits (the stopper, libxbdfront's monitor) is the one
+ * that would fail that I/O. */
+#define FS_WRITE_BACK_TIMEOUT_S 10
+
+/* One write-back in a thread of its own (see write_back).  Lifetime:
+ * freed by the last of the thread and the waiter (refs, under lock). */
+struct wb_job {
+	pthread_mutex_t lock;         /* done, refs */
+	pthread_cond_t cond;
+	bool done;
+	unsigned int refs;
+	char path[4096 + 40];
+	char name[32];
+};
+
+static void wb_put(struct wb_job *j)
+{
+	bool last;
+
+	pthread_mutex_lock(&j->lock);
+	last = --j->refs == 0;
+	pthread_mutex_unlock(&j->lock);
+	if (last) {
+		pthread_mutex_destroy(&j->lock);
+		pthread_cond_destroy(&j->cond);
+		free(j);
+	}
+}
+
+static void *wb_main(void *arg)
+{
+	struct wb_job *j = arg;
+	int fd = open(j->path, O_RDONLY | O_CLOEXEC);
+
+	/* fd < 0: gone meanwhile, nothing cached is reachable any more */
+	if (fd >= 0) {
+		if (fsync(fd) < 0)
+			log_warn("%s: writing back: %s", j->name, strerror(errno));
+		close(fd);
+	}
+	pthread_mutex_lock(&j->lock);
+	j->done = true;
+	pthread_cond_signal(&j->cond);
+	pthread_mutex_unlock(&j->lock);
+	wb_put(j);
+	return NULL;
+}
+
+/* Write back the file name under dir (the mount point) and flush it:
+ * open + fsync (the kernel sends the dirty pages and waits for them,
+ * then FUSE_FSYNC, our flush), waited for at most
+ * FS_WRITE_BACK_TIMEOUT_S; a write-back still running then ends with
+ * the I/O the detach or the close fails. */
+static void write_back(void *dir, const char *name)
+{
+	struct timespec until;
+	struct wb_job *j = calloc(1, sizeof(*j));
+	pthread_attr_t attr;
+	pthread_t th;
+	int rc = ENOMEM;
+
+	if (!j)
+		goto out;
+	pthread_mutex_init(&j->lock, NULL);
+	pthread_cond_init(&j->cond, NULL);
+	j->refs = 2;
+	snprintf(j->path, sizeof(j->path), "%s/%s", (const char *)dir, name);
+	snprintf(j->name, sizeof(j->name), "%s", name);
+	pthread_attr_init(&attr);
+	pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
+	rc = pthread_create(&th, &attr, wb_main, j);
+	pthread_attr_destroy(&attr);
+	if (rc) {
+		j->refs = 1;
+		wb_put(j);
+		goto out;
+	}
+	clock_gettime(CLOCK_REALTIME, &until);
+	until.tv_sec += FS_WRITE_BACK_TIMEOUT_S;
+	pthread_mutex_lock(&j->lock);
+	while (!j->done && rc != ETIMEDOUT)
+		rc = pthread_cond_timedwait(&j->cond, &j->lock, &until);
+	if (j->done)
+		rc = 0;
+	pthread_mutex_unlock(&j->lock);
+	wb_put(j);
+out:
+	if (rc)
+		log_warn("%s: write-back not done: %s", name, strerror(rc));
+}
+
+/* Write back and flush every disk's file under dir (see above). */
+static void write_back_all(struct disks *t, const char *dir)
+{
+	struct names ns = { 0 };
+
+	disks_each(t, add_name, &ns);
+	for (size_t i = 0; i < ns.n; i++)
+		write_back((void *)dir, ns.name[i]);
+	free(ns.name);
+}
+
+static void *stopper(void *arg)
+{
+	const struct timespec tick = { 0, 20 * 1000000 };
+	struct stopper *s = arg;
+	int sig;
+
+	tune_bdi(s->dir);
+	while (sigwait(&s->sigs, &sig))
+		;
+	if (__atomic_load_n(&s->loop_done, __ATOMIC_ACQUIRE))
+		return NULL;                 /* the loop ended by itself (unmount) */
+	log_info("signal %d: writing back and flushing the disks", sig);
+	write_back_all(s->t, s->dir);
+	fuse_session_exit(s->se);
+	while (!__atomic_load_n(&s->loop_done, __ATOMIC_ACQUIRE)) {
+		pthread_kill(s->loop, FS_WAKE_SIGNAL);
+		nanosleep(&tick, NULL);
+	}
+	return NULL;
+}
+
+/* Run the loop on a mounted session until a stop signal or an unmount. */
+static int run(struct fuse_session *se, struct disks *t, const char *dir)
 {
 	struct fuse_loop_config *cfg = fuse_loop_cfg_create();
+	struct sigaction wake = { .sa_handler = wake_handler };   /* no SA_RESTART */
+	struct stopper s = { .se = se, .t = t, .dir = dir, .loop = pthread_self() };
+	sigset_t old;
+	pthread_t th;
 	int rc = -ENOMEM;
 
 	if (!cfg)
 		return rc;
 	fuse_loop_cfg_set_max_threads(cfg, FS_MAX_THREADS);
 	fuse_loop_cfg_set_idle_threads(cfg, FS_MAX_THREADS);
-	rc = -EIO;
-	if (fuse_set_signal_handlers(se) == 0) {
+	sigemptyset(&s.sigs);
+	sigaddset(&s.sigs, SIGTERM);
+	sigaddset(&s.sigs, SIGINT);
+	sigaddset(&s.sigs, SIGHUP);
+	/* the workers, made by the loop, inherit the blocked stop signals */
+	pthread_sigmask(SIG_BLOCK, &s.sigs, &old);
+	signal(SIGPIPE, SIG_IGN);
+	sigemptyset(&wake.sa_mask);
+	rc = sigaction(FS_WAKE_SIGNAL, &wake, NULL) ? -errno : 0;
+	if (!rc)
+		rc = -pthread_create(&th, NULL, stopper, &s);
+	if (!rc) {
+		/* a detach writes the disk back through the mount while the
+		 * loop serves it (disks.h) */
+		disks_set_write_back(t, write_back, (void *)dir);
 		/* 0: unmounted or stopped by a signal, < 0: error */
 		rc = fuse_session_loop_mt(se, cfg) < 0 ? -EIO : 0;
-		fuse_remove_signal_handlers(se);
+		disks_set_write_back(t, NULL, NULL);
+		__atomic_store_n(&s.loop_done, true, __ATOMIC_RELEASE);
+		/* a stopper still waiting returns: SIGTERM is blocked in every
+		 * thread and taken by the stopper's sigwait, it ends no thread */
+		pthread_kill(th, SIGTERM);   // NOLINT(bugprone-bad-signal-to-kill-thread,cert-pos44-c)
+		pthread_join(th, NULL);
 	}
+	pthread_sigmask(SIG_SETMASK, &old, NULL);
 	fuse_loop_cfg_destroy(cfg);
 	return rc;
 }
@@ -659,7 +933,7 @@ int blkfront_fs_serve(struct disks *t, const char *dir)
 		goto out;
 	}
 	log_info("serving %s", dir);
-	rc = run(se);
+	rc = run(se, t, dir);
 	/* the workers are gone; answer what is in flight before the
 	 * session (which the answers use) goes */
 	drain();

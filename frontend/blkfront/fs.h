@@ -7,9 +7,11 @@ struct disks;
 
 /*
  * Mount a FUSE file system on dir showing one file per disk of t and
- * serve it until SIGTERM, SIGINT or SIGHUP (libfuse's handlers, installed
- * here for the loop) or an unmount; every request is answered and the
- * file system unmounted before it returns.  0, or -EIO when the session
+ * serve it until SIGTERM, SIGINT or SIGHUP (taken here by a thread of
+ * its own, which first writes back and flushes every disk's file) or an
+ * unmount; every request is answered and the file system unmounted
+ * before it returns.  While it serves, a detach of a disk writes its
+ * file back first (disks_set_write_back).  0, or -EIO when the session
  * could not be made, mounted or run.
  */
 int blkfront_fs_serve(struct disks *t, const char *dir);

@@ -8,8 +8,9 @@
  * Threads: main (parses, mounts, runs libfuse's loop, tears down), libfuse
  * workers (fs.c), the watcher and the completion threads (disks.c) and
  * libxbdfront's threads.
- * SIGTERM/SIGINT/SIGHUP end the loop; teardown closes every device
- * (Closing -> Closed), unmounts and releases the domain.
+ * SIGTERM/SIGINT/SIGHUP write every disk's file back and flush it (fs.c),
+ * then end the loop; teardown closes every device (Closing -> Closed),
+ * unmounts and releases the domain.
  */
 #include <errno.h>
 #include <getopt.h>
@@ -37,8 +38,10 @@ static const char usage[] =
 "disappears.  On Xen the domain is the one this process runs in: --domain\n"
 "may be left out (or be its own id or name); the kernel's xen-blkfront\n"
 "must not claim the disks, and /dev/xen/gntalloc, /dev/xen/evtchn,\n"
-"/dev/xen/xenbus and /dev/fuse are used.  SIGTERM, SIGINT or SIGHUP:\n"
-"every disk Closing -> Closed, unmount, release the domain, exit 0.\n"
+"/dev/xen/xenbus and /dev/fuse are used.  The files use the page cache\n"
+"as a block device does (O_DIRECT bypasses it; fsync writes back, then\n"
+"flushes).  SIGTERM, SIGINT or SIGHUP: every disk written back and\n"
+"flushed, then Closing -> Closed, unmount, release the domain, exit 0.\n"
 "Exit 1 when the domain cannot be claimed (e.g. another process is it)\n"
 "or served, 2 on a usage error.\n"
 "\n"

@@ -319,8 +319,10 @@ def test_detach_under_dd_fails_it_with_eio(guest):
     img = guest.disk(size=64 * MiB)
     dev = guest.attach(img)
     guest.start_blkfront(wait_for=dev)
+    # O_DIRECT: each write is a request in flight (buffered writes would
+    # finish in the page cache before the detach)
     dd_proc = subprocess.Popen(["dd", "if=/dev/zero", f"of={dev}", "bs=4k",
-                                "count=16384", "conv=notrunc"],
+                                "count=16384", "conv=notrunc", "oflag=direct"],
                                stderr=subprocess.PIPE, text=True)
     try:
         time.sleep(0.5)

@@ -43,7 +43,12 @@ def check_ok(r, d):
     assert re.search(r"dd: 8388608 bytes .* copied, [0-9.]+ s, [0-9.]+ [kMG]B/s", out), out
     m = re.search(r"fio: read (\d+) IOPS, ([0-9.]+) MB/s, errors 0", out)
     assert m and int(m.group(1)) > 0, out
-    assert re.search(r"vbd-1-51728: queues \d+ .*rd_req [1-9]\d* wr_req 2048 ", out), out
+    assert re.search(r"loop-device dd \(same file, same dd\): (8388608 bytes .* copied|skipped)",
+                     out), out
+    # the 2048 buffered 4k writes reach the backend written back in
+    # large requests: far fewer than 2048
+    m = re.search(r"vbd-1-51728: queues \d+ .*rd_req [1-9]\d* wr_req (\d+) ", out)
+    assert m and 1 <= int(m.group(1)) < 2048, out
     assert "done, everything stopped and removed" in out
     assert not os.path.exists(d)
     assert mounted_under(d) == []

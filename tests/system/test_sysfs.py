@@ -104,7 +104,8 @@ def test_parameters_as_linux(daemons, machine, backends):
     assert set(LINUX) <= names
     assert names - set(LINUX) == {"max_indirect_segments", "grant_copy_max_bytes",
                                   "io_wait_poll", "max_queue_pages", "max_vbd_pages",
-                                  "max_total_pages", "max_connects_per_second"}
+                                  "max_total_pages", "max_connects_per_second",
+                                  "storage_outage_ms"}
     for name, (default, mode) in LINUX.items():
         st = os.stat(os.path.join(machine.rundir, "sys", PARAMS, name))
         assert stat.S_IMODE(st.st_mode) == mode, name
@@ -158,10 +159,17 @@ def test_devices_and_max_queues_next_connection(daemons, machine, backends, tmp_
     assert cat(machine, f"{vbd}/state") == "InitWait\n"
     assert cat(machine, f"{vbd}/physical_device") == "0:0\n"
     assert cat(machine, f"{vbd}/nodename") == be + "\n"
+    assert cat(machine, f"{vbd}/storage") == f"raw {img}\n"
     for counter in ("oo_req", "rd_req", "wr_req", "f_req", "ds_req", "rd_sect",
                     "wr_sect"):
         assert cat(machine, f"{vbd}/statistics/{counter}") == "0\n"
         assert echo(machine, f"{vbd}/statistics/{counter}", "5") == errno.EACCES
+    # each statistic once (a name listed twice once shifted the values of
+    # adopted and replayed_req onto the duplicates)
+    names = os.listdir(os.path.join(machine.rundir, "sys", vbd, "statistics"))
+    assert len(names) == len(set(names)), sorted(names)
+    assert {"adopted", "replayed_req", "persistent_grants"} <= set(names)
+    assert cat(machine, f"{vbd}/statistics/adopted") == "0\n"
     assert echo(machine, f"{vbd}/mode", "r") == errno.EACCES
     assert machine.read(f"{be}/multi-queue-max-queues") == "2"
 
