@@ -33,6 +33,12 @@ unsigned int devtab_pollfds(struct devtab *t, struct pollfd *fds, unsigned int m
 /* A done_fd polled readable: report its queue through be_fatal. */
 void devtab_queue_done(struct devtab *t, int fd);
 
+/* Sum the statistics and pool counts of queue q of d, or of all its
+ * queues when q < 0: the one source of both the tree's statistics and
+ * the SIGUSR1 dump, so the two cannot disagree.  Any thread. */
+void devtab_gather(const struct backend_dev *d, int q, struct be_stats *s,
+		   struct gnt_pool_view *v);
+
 /* One line per device with its statistics summed over its queues. */
 void devtab_dump_stats(const struct devtab *t, FILE *f);
 
