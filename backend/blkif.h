@@ -28,12 +28,30 @@
 
 #define BE_PATH_MAX 128
 
+/* Connects per frontend domain, for max_connects_per_second (xenbus.c):
+ * one theoretical arrival time per domain (GCRA, a token bucket).
+ * Control thread only. */
+struct be_rates {
+	struct be_rate {
+		xbd_domid_t dom;
+		uint64_t tat_ns;
+	} *e;
+	unsigned int n, cap;
+};
+
 /* What the backend's side of the control plane needs to know. */
 struct be_ctx {
 	struct xs_handle *xs;            /* the control thread's */
 	struct xbd_platform *plat;
 	xbd_domid_t self;                /* the backend's domain */
+	/* Stop a disconnected vbd's queues on a reaper thread (the device
+	 * table does), so that slow storage draining its I/O does not hold
+	 * the control thread; false: inline (unit tests). */
+	bool async_teardown;
+	struct be_rates *rates;          /* NULL: connects are not limited */
 };
+
+struct be_reap;                          /* xenbus.c */
 
 struct backend_dev {
 	int refs;                        /* atomic; see dev_get/dev_put */
@@ -55,6 +73,14 @@ struct backend_dev {
 	bool persistent;
 	uint64_t generation;             /* of the connection: xbd-generation */
 	struct be_queue *queues;         /* nr_queues of them while connected */
+	struct gnt_budget mem;           /* pages its queues hold (gnt.h) */
+	/* Control fairness (xenbus.c, devtab.c): the queues of the last
+	 * connection while a reaper thread stops them; a connect the rate
+	 * limit deferred until CLOCK_MONOTONIC retry_ns (0: none); an event
+	 * seen in this pass of the device table (acted on once). */
+	struct be_reap *reap;
+	uint64_t retry_ns;
+	bool dirty;
 };
 
 /* Take a reference; the call site names where it is dropped. */

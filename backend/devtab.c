@@ -4,6 +4,7 @@
 #include <inttypes.h>
 #include <stdio.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "backend/devtab.h"
@@ -145,6 +146,7 @@ int devtab_start(struct devtab *t, const struct be_ctx *ctx)
 {
 	memset(t, 0, sizeof(*t));
 	t->ctx = *ctx;
+	t->ctx.rates = &t->rates;
 	snprintf(t->base, sizeof(t->base), "/local/domain/%u/backend/vbd", ctx->self);
 	int rc = xbd_xs_watch(ctx->xs, t->base, TOKEN_BE);
 	if (rc)
@@ -153,39 +155,142 @@ int devtab_start(struct devtab *t, const struct be_ctx *ctx)
 	return 0;
 }
 
+/* Paths of new devices named by the events of one pass, each once. */
+struct touched {
+	char (*path)[BE_PATH_MAX];
+	unsigned int n, cap;
+};
+
+static void touched_add(struct touched *tp, const char *dev)
+{
+	for (unsigned int i = 0; i < tp->n; i++)
+		if (!strcmp(tp->path[i], dev))
+			return;
+	if (tp->n == tp->cap) {
+		unsigned int cap = tp->cap ? 2 * tp->cap : 8;
+		char (*v)[BE_PATH_MAX] = realloc(tp->path, cap * sizeof(*v));
+
+		if (!v)
+			return;           /* its next event probes it */
+		tp->path = v;
+		tp->cap = cap;
+	}
+	snprintf(tp->path[tp->n++], BE_PATH_MAX, "%s", dev);
+}
+
+/* Act once on every device marked dirty, on its state as it is now. */
+static void act_on_dirty(struct devtab *t)
+{
+	char dev[BE_PATH_MAX];
+
+	for (unsigned int i = 0; i < t->n;) {
+		struct backend_dev *d = t->dev[i];
+
+		if (!d->dirty) {
+			i++;
+			continue;
+		}
+		d->dirty = false;
+		if (be_dev_changed(d) != BE_DEV_REMOVE) {
+			i++;
+			continue;
+		}
+		snprintf(dev, sizeof(dev), "%s", d->be_path);
+		drop(t, d);               /* the last device moved to i */
+		touch(t, dev, false);     /* a new attach, if any (added clean) */
+	}
+}
+
 int devtab_events(struct devtab *t)
 {
 	char path[XBD_XS_PATH_MAX], token[16], dev[BE_PATH_MAX];
+	struct touched tp = { 0 };
 	int rc;
 
+	/* First read everything queued: a device's events collapse into
+	 * one mark, a new device's into one probe. */
 	while ((rc = xbd_xs_next_event(t->ctx.xs, path, sizeof(path), token, sizeof(token))) == 1) {
-		if (!strcmp(token, TOKEN_FE)) {
-			struct backend_dev *d = find_fe(t, path);
+		struct backend_dev *d = NULL;
 
-			if (d && be_dev_changed(d) == BE_DEV_REMOVE) {
-				snprintf(dev, sizeof(dev), "%s", d->be_path);
-				drop(t, d);
-				touch(t, dev, false);   /* a new attach, if any */
-			}
-		} else if (device_path(t, path, dev, sizeof(dev)) == 0) {
-			touch(t, dev, false);
-		}
+		if (!strcmp(token, TOKEN_FE))
+			d = find_fe(t, path);
+		else if (device_path(t, path, dev, sizeof(dev)) == 0 && !(d = find_be(t, dev)))
+			touched_add(&tp, dev);
+		if (d)
+			d->dirty = true;
 	}
+	act_on_dirty(t);
+	for (unsigned int i = 0; i < tp.n; i++)
+		touch(t, tp.path[i], false);
+	free(tp.path);
 	return rc;
+}
+
+static uint64_t mono_ns(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+int devtab_timeout_ms(const struct devtab *t)
+{
+	uint64_t now = mono_ns();
+	int best = -1;
+
+	for (unsigned int i = 0; i < t->n; i++) {
+		int ms = be_dev_timeout_ms(t->dev[i], now);
+
+		if (ms >= 0 && (best < 0 || ms < best))
+			best = ms;
+	}
+	return best;
+}
+
+void devtab_timers(struct devtab *t)
+{
+	uint64_t now = mono_ns();
+	bool any = false;
+
+	for (unsigned int i = 0; i < t->n; i++)
+		if (be_dev_timer(t->dev[i], now))
+			any = t->dev[i]->dirty = true;
+	if (any)
+		act_on_dirty(t);
 }
 
 unsigned int devtab_pollfds(struct devtab *t, struct pollfd *fds, unsigned int max)
 {
 	unsigned int k = 0;
 
-	for (unsigned int i = 0; i < t->n; i++)
+	for (unsigned int i = 0; i < t->n; i++) {
+		int rfd = be_dev_reap_fd(t->dev[i]);
+
+		if (rfd >= 0 && k < max)
+			fds[k++] = (struct pollfd){ rfd, POLLIN, 0 };
 		for (unsigned int q = 0; q < t->dev[i]->nr_queues && k < max; q++)
 			fds[k++] = (struct pollfd){ t->dev[i]->queues[q].done_fd, POLLIN, 0 };
+	}
 	return k;
 }
 
 void devtab_queue_done(struct devtab *t, int fd)
 {
+	char dev[BE_PATH_MAX];
+
+	for (unsigned int i = 0; i < t->n; i++) {
+		struct backend_dev *d = t->dev[i];
+
+		if (be_dev_reap_fd(d) != fd)
+			continue;
+		if (be_dev_reaped(d) == BE_DEV_REMOVE) {
+			snprintf(dev, sizeof(dev), "%s", d->be_path);
+			drop(t, d);
+			touch(t, dev, false);
+		}
+		return;
+	}
 	for (unsigned int i = 0; i < t->n; i++)
 		for (unsigned int q = 0; q < t->dev[i]->nr_queues; q++)
 			if (t->dev[i]->queues[q].done_fd == fd) {
@@ -210,6 +315,7 @@ void devtab_gather(const struct backend_dev *d, int q, struct be_stats *s,
 		v->pages_in_use += one.pages_in_use;
 		v->grants_mapped += one.grants_mapped;
 		v->squeezes += one.squeezes;
+		v->budget_pages += one.budget_pages;
 	}
 }
 
@@ -227,11 +333,12 @@ void devtab_dump_stats(const struct devtab *t, FILE *f)
 			" adopted %" PRIu64 " replayed_req %" PRIu64
 			" pool_pages_free %" PRIu64 " pool_pages_in_use %" PRIu64
 			" persistent_grants %" PRIu64 " squeezes %" PRIu64
-			" evt_in %" PRIu64 " evt_out %" PRIu64,
+			" evt_in %" PRIu64 " evt_out %" PRIu64
+			" mem_waits %" PRIu64 " budget_pages %" PRIu64,
 			d->fe_domid, d->devid, d->nr_queues, s.oo_req, s.rd_req, s.wr_req,
 			s.f_req, s.ds_req, s.rd_sect, s.wr_sect, s.inflight, s.adopted,
 			s.replayed_req, v.pages_free, v.pages_in_use, v.grants_mapped,
-			v.squeezes, s.evt_in, s.evt_out);
+			v.squeezes, s.evt_in, s.evt_out, s.mem_waits, v.budget_pages);
 		/* latency histogram: "lat_us <from>:<count> ..." for non-empty
 		 * buckets; bucket b holds [2^b, 2^(b+1)) us, bucket 0 below 2 us */
 		fprintf(f, " lat_us");
@@ -252,4 +359,6 @@ void devtab_stop(struct devtab *t)
 	free(t->dev);
 	t->dev = NULL;
 	t->cap = 0;
+	free(t->rates.e);
+	t->rates = (struct be_rates){ 0 };
 }

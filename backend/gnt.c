@@ -53,6 +53,80 @@ unsigned int gnt_xport_pool_cap(const struct gnt_xport *x)
 	return (unsigned int)(x->ring_grants && x->ring_grants < max ? x->ring_grants : max);
 }
 
+/* ---- memory budget (see gnt.h) ------------------------------------------ */
+
+static struct gnt_budget total_budget;
+
+uint64_t gnt_budget_total(void)
+{
+	return __atomic_load_n(&total_budget.pages, __ATOMIC_RELAXED);
+}
+
+void gnt_xport_budget(struct gnt_xport *x, struct gnt_budget *b)
+{
+	x->vbd = b;
+}
+
+/* Every page the queue holds now. */
+static uint64_t held(const struct gnt_xport *x)
+{
+	return (uint64_t)x->nr_free + x->pages_out + x->maps_out + x->pool.count;
+}
+
+/* Add n pages to b unless that takes it above max.  Lock-free: the
+ * check and the add are one compare-and-swap (bounded: it retries only
+ * when another queue changed the count in between). */
+static bool budget_take(struct gnt_budget *b, uint64_t n, uint64_t max)
+{
+	uint64_t old = __atomic_load_n(&b->pages, __ATOMIC_RELAXED);
+
+	do {
+		if (old + n > max)
+			return false;
+	} while (!__atomic_compare_exchange_n(&b->pages, &old, old + n, true,
+					      __ATOMIC_RELAXED, __ATOMIC_RELAXED));
+	return true;
+}
+
+static void budget_add(struct gnt_budget *b, int64_t delta)
+{
+	if (b)
+		__atomic_add_fetch(&b->pages, (uint64_t)delta, __ATOMIC_RELAXED);
+}
+
+/* Bring the shared budgets in line with what the queue holds (it gave
+ * pages back, or took fewer than it reserved).  Nothing to do on the
+ * hot path: a pool hit or a reused free page changes nothing. */
+static void budget_sync(struct gnt_xport *x)
+{
+	uint64_t h = held(x);
+
+	if (h == x->charged)
+		return;
+	budget_add(x->vbd, (int64_t)(h - x->charged));
+	budget_add(&total_budget, (int64_t)(h - x->charged));
+	x->charged = h;
+}
+
+enum budget_verdict { BUDGET_OK, BUDGET_QUEUE, BUDGET_SHARED };
+
+/* Reserve need more pages for a request, from all three budgets. */
+static enum budget_verdict budget_reserve(struct gnt_xport *x, unsigned int need)
+{
+	if (!need)
+		return BUDGET_OK;
+	if (held(x) + need > tun_get(TUN_MAX_QUEUE_PAGES))
+		return BUDGET_QUEUE;
+	if (x->vbd && !budget_take(x->vbd, need, tun_get(TUN_MAX_VBD_PAGES)))
+		return BUDGET_SHARED;
+	if (!budget_take(&total_budget, need, tun_get(TUN_MAX_TOTAL_PAGES))) {
+		budget_add(x->vbd, -(int64_t)need);
+		return BUDGET_SHARED;
+	}
+	x->charged += need;
+	return BUDGET_OK;
+}
+
 /* ---- buffer pool: free pages for grant copy ------------------------------ */
 
 /* The process-wide squeeze deadline (gnt_squeeze_all): written by any
@@ -76,6 +150,8 @@ uint64_t gnt_squeeze_until(void)
 
 static void publish(struct gnt_xport *x)
 {
+	budget_sync(x);
+	__atomic_store_n(&x->pub.budget_pages, x->charged, __ATOMIC_RELAXED);
 	__atomic_store_n(&x->pub.pages_free, x->nr_free, __ATOMIC_RELAXED);
 	__atomic_store_n(&x->pub.pages_in_use, x->pages_out, __ATOMIC_RELAXED);
 	__atomic_store_n(&x->pub.grants_mapped, x->pool.count, __ATOMIC_RELAXED);
@@ -87,6 +163,7 @@ void gnt_xport_pool(const struct gnt_xport *x, struct gnt_pool_view *out)
 	out->pages_in_use = __atomic_load_n(&x->pub.pages_in_use, __ATOMIC_RELAXED);
 	out->grants_mapped = __atomic_load_n(&x->pub.grants_mapped, __ATOMIC_RELAXED);
 	out->squeezes = __atomic_load_n(&x->pub.squeezes, __ATOMIC_RELAXED);
+	out->budget_pages = __atomic_load_n(&x->pub.budget_pages, __ATOMIC_RELAXED);
 }
 
 /* Pages are mmap'ed one by one so that freeing one really gives it back
@@ -291,6 +368,8 @@ static int batch_map(struct gnt_xport *x, struct be_pending *p)
 		p->iov[i].iov_len = req_seg_len(&p->v.segs[i]);
 	}
 	p->xport_priv = base;
+	x->maps_out += n;
+	publish(x);
 	return 0;
 }
 
@@ -342,27 +421,66 @@ static int persistent_map(struct gnt_xport *x, struct be_pending *p)
  * the pool's cap (gnt_xport_pool_cap) would pay that on most of its
  * pages, so such a request is copied instead.
  */
-static bool pool_fits(struct gnt_xport *x, const struct be_pending *p)
+static bool pool_fits(struct gnt_xport *x, const struct be_pending *p,
+		      unsigned int *missing)
 {
 	unsigned int max = gnt_xport_pool_cap(x);
-	unsigned int room = x->pool.count < max ? max - x->pool.count : 0, missing = 0;
+	unsigned int room = x->pool.count < max ? max - x->pool.count : 0, m = 0;
 
-	for (unsigned int i = 0; i < p->v.nr_segs && missing <= room; i++)
-		missing += !gntpool_cached(&x->pool, p->v.segs[i].gref);
-	if (missing <= room)
+	for (unsigned int i = 0; i < p->v.nr_segs && m <= room; i++)
+		m += !gntpool_cached(&x->pool, p->v.segs[i].gref);
+	*missing = m;
+	if (m <= room)
 		return true;
 	gntpool_note_overflow(&x->pool);
 	return false;
 }
 
-static enum gnt_mode choose(struct gnt_xport *x, const struct be_pending *p)
+/* The way to take the request, and the pages it adds to the queue's
+ * (*need): new persistent grants, bounce pages beyond the free ones, or
+ * the pages of a batch mapping. */
+static enum gnt_mode choose(struct gnt_xport *x, const struct be_pending *p,
+			    unsigned int *need)
 {
-	if (x->persistent)
-		return pool_fits(x, p) ? GNT_PERSISTENT : GNT_COPY;
-	if (p->v.nr_segs <= BLKIF_MAX_SEGMENTS_PER_REQUEST &&
-	    (p->v.nr_sectors << 9) <= tun_get(TUN_GRANT_COPY_MAX_BYTES))
+	unsigned int n = p->v.nr_segs;
+
+	if (x->persistent && pool_fits(x, p, need))
+		return GNT_PERSISTENT;
+	if (x->persistent || (n <= BLKIF_MAX_SEGMENTS_PER_REQUEST &&
+			      (p->v.nr_sectors << 9) <= tun_get(TUN_GRANT_COPY_MAX_BYTES))) {
+		*need = n > x->nr_free ? n - x->nr_free : 0;
 		return GNT_COPY;
+	}
+	*need = n;
 	return GNT_MAP;
+}
+
+/*
+ * Reserve the request's pages, or say it must wait (-EAGAIN).  Short of
+ * room, the queue first gives back what it holds idle (its free pages
+ * and unused persistent grants) and chooses again; if the vbd's or the
+ * backend's budget is what is short, every other queue is asked to do
+ * the same at its next tick.
+ */
+static int admit(struct gnt_xport *x, struct be_pending *p)
+{
+	unsigned int need = 0;
+	enum budget_verdict v;
+
+	p->xport_mode = choose(x, p, &need);
+	if (__builtin_expect(budget_reserve(x, need) == BUDGET_OK, 1))
+		return 0;
+	gntpool_purge(&x->pool, now_ns(), 0, 0);
+	pages_trim(x, 0);
+	publish(x);
+	p->xport_mode = choose(x, p, &need);
+	v = budget_reserve(x, need);
+	if (v == BUDGET_OK)
+		return 0;
+	if (v == BUDGET_SHARED)
+		gnt_squeeze_all(now_ns());
+	x->stats.budget_waits++;
+	return -EAGAIN;
 }
 
 static int x_map(void *ctx, struct be_pending *p)
@@ -372,7 +490,8 @@ static int x_map(void *ctx, struct be_pending *p)
 	/* under load, a squeeze need not wait for the tick (one relaxed load) */
 	if (__builtin_expect(gnt_squeeze_until() != x->seen_squeeze_ns, 0))
 		apply_squeeze(x, now_ns());
-	p->xport_mode = choose(x, p);
+	if (admit(x, p))
+		return -EAGAIN;      /* the engine retries later */
 	switch (p->xport_mode) {
 	case GNT_PERSISTENT:
 		x->stats.persistent++;
@@ -396,8 +515,13 @@ static int x_unmap(void *ctx, struct be_pending *p, bool ok)
 		return 0;
 	case GNT_COPY:
 		return copy_unmap(x, p, ok);
-	default:
-		return xbd_gnttab_unmap(x->gt, p->xport_priv, p->v.nr_segs);
+	default: {
+		int rc = xbd_gnttab_unmap(x->gt, p->xport_priv, p->v.nr_segs);
+
+		x->maps_out -= p->v.nr_segs;
+		publish(x);
+		return rc;
+	}
 	}
 }
 
@@ -466,5 +590,7 @@ int gnt_xport_destroy(struct gnt_xport *x)
 	free(x->free_pages);
 	x->free_pages = NULL;
 	x->cap_free = 0;
+	/* what is left mapped (grants still in use) stays charged: leaked */
+	budget_sync(x);
 	return rc;
 }

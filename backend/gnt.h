@@ -18,8 +18,26 @@
  * Indirect pages are mapped read-only in one batch, copied out once by
  * ring_fetch_indirect_segs(), and unmapped at once.
  *
+ * Memory budget (XSA-392 class: a guest must not make dom0 spend memory
+ * without bound).  A queue's pages are its free and busy bounce pages,
+ * its persistent grants and its one-off batch mappings in flight; they
+ * are bounded three ways, all in 4 KiB pages: per queue
+ * (max_queue_pages), per vbd (max_vbd_pages, a struct gnt_budget the
+ * vbd owns) and for the whole backend (max_total_pages).  Before map()
+ * takes new pages for a request it reserves them from all three; a
+ * request that does not fit first makes its queue give back what it
+ * holds idle (free pages, unused persistent grants), and if it still
+ * does not fit map() returns -EAGAIN: the engine keeps the request and
+ * takes nothing more from the ring until it fits (io_uring.h), as Linux
+ * blkback stops taking requests when its pending pool is empty.  A
+ * request waiting on the vbd's or the backend's budget also squeezes
+ * every queue (gnt_squeeze_all) so that idle pools elsewhere give back
+ * their pages.  Indirect pages are not charged: a queue maps at most one
+ * request's (8 pages) at a time, and unmaps them before the next.
+ *
  * Threads: a struct gnt_xport belongs to its queue thread, with its own
- * gnttab handle (platform handles are not shared between threads).
+ * gnttab handle (platform handles are not shared between threads).  A
+ * struct gnt_budget is shared by the queues of a vbd (atomics).
  */
 #ifndef XBD_BACKEND_GNT_H
 #define XBD_BACKEND_GNT_H
@@ -32,6 +50,16 @@
 
 enum gnt_mode { GNT_PERSISTENT = 1, GNT_COPY, GNT_MAP };
 
+/* Pages charged to a vbd (or to the whole backend); relaxed atomics.
+ * Lifetime: the vbd's outlives its queues (they charge it until
+ * gnt_xport_destroy gives back everything). */
+struct gnt_budget {
+	uint64_t pages;
+};
+
+/* Pages charged to the whole backend (any thread). */
+uint64_t gnt_budget_total(void);
+
 struct gnt_xport {
 	struct xbd_gnttab *gt;      /* not owned */
 	xbd_domid_t domid;          /* the frontend */
@@ -42,15 +70,20 @@ struct gnt_xport {
 	unsigned int nr_free, cap_free;
 	unsigned int free_low;      /* fewest free pages since the last tick */
 	unsigned int pages_out;     /* buffer pages held by requests */
+	unsigned int maps_out;      /* pages of one-off batch mappings in flight */
+	struct gnt_budget *vbd;     /* the vbd's budget; NULL: none */
+	uint64_t charged;           /* pages charged to *vbd and the total */
 	uint64_t squeeze_until_ns;  /* keep no free page before this */
 	uint64_t seen_squeeze_ns;   /* gnt_squeeze_until() at the last tick */
 	struct gnt_stats {
 		uint64_t persistent, copied, mapped, pages_allocated;
+		uint64_t budget_waits;  /* map() calls refused with -EAGAIN */
 	} stats;
 	/* Published by the queue thread after every change (relaxed atomic
 	 * stores), read by the control thread for the tree: see gnt_xport_pool. */
 	struct gnt_pool_view {
 		uint64_t pages_free, pages_in_use, grants_mapped, squeezes;
+		uint64_t budget_pages;  /* pages charged to the budget now */
 	} pub;
 };
 
@@ -72,11 +105,16 @@ int gnt_xport_init(struct gnt_xport *x, struct xbd_gnttab *gt, xbd_domid_t domid
  */
 void gnt_xport_bound(struct gnt_xport *x, unsigned int ring_grants);
 
+/* Charge the queue's pages to the vbd's budget b too (before the queue
+ * thread runs; b outlives the transport). */
+void gnt_xport_budget(struct gnt_xport *x, struct gnt_budget *b);
+
 /* The queue's current cap on persistent grants (see gnt_xport_bound). */
 unsigned int gnt_xport_pool_cap(const struct gnt_xport *x);
 
-/* Unmaps the persistent grants and frees the pool.  -EBUSY if grants were
- * still in use (see gntpool_destroy); everything else is freed anyway. */
+/* Unmaps the persistent grants and frees the pool, and gives back what
+ * the queue charged to the budgets.  -EBUSY if grants were still in use
+ * (see gntpool_destroy); everything else is freed anyway. */
 int gnt_xport_destroy(struct gnt_xport *x);
 
 /* Memory pressure: free every idle buffer page now and keep none for

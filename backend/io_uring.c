@@ -28,8 +28,9 @@
 #define UD_TAGS  4096u
 #define UD_FLUSH 1u
 
-/* Not an answer yet: the request is in io_uring. */
+/* Not an answer yet: the request is in io_uring, or waits for memory. */
 #define IO_SUBMITTED 1
+#define IO_WAITING 2
 
 static uint64_t now_ns(void)
 {
@@ -155,7 +156,8 @@ static void push(struct be_io *io)
 	io->rsps_to_push = false;
 	if (ring_push_rsps(io->cfg.ring)) {
 		be_stat_add(&io->cfg.stats->evt_out, 1);
-		io->cfg.evt->notify(io->cfg.evt_ctx);
+		if (io->cfg.evt->notify(io->cfg.evt_ctx) == -EPROTO)
+			io->evt_err = -EPROTO;
 	}
 }
 
@@ -224,7 +226,11 @@ static int submit(struct be_io *io, struct be_pending *p)
 	if (reserve_sqes(io, 2))
 		return BLKIF_RSP_ERROR;
 	if (data) {
-		if (io->cfg.xport->map(io->cfg.xport_ctx, p))
+		int rc = io->cfg.xport->map(io->cfg.xport_ctx, p);
+
+		if (rc == -EAGAIN)
+			return IO_WAITING;        /* over the memory budget */
+		if (rc)
 			return BLKIF_RSP_ERROR;   /* a grant that does not map */
 		p->mapped = true;
 	}
@@ -243,6 +249,27 @@ static void submit_or_answer(struct be_io *io, struct be_pending *p)
 {
 	int st = submit(io, p);
 
+	if (st == IO_WAITING) {
+		be_stat_add(&io->cfg.stats->mem_waits, 1);
+		io->waiting = p;       /* the ring waits behind it */
+	} else if (st != IO_SUBMITTED) {
+		complete(io, p, st);
+	}
+}
+
+/* Try the request that waits for memory again (something completed, or
+ * a tick passed).  It is the oldest one taken: it goes first. */
+static void retry_waiting(struct be_io *io)
+{
+	struct be_pending *p = io->waiting;
+	int st;
+
+	if (!p)
+		return;
+	st = submit(io, p);
+	if (st == IO_WAITING)
+		return;
+	io->waiting = NULL;
 	if (st != IO_SUBMITTED)
 		complete(io, p, st);
 }
@@ -315,7 +342,8 @@ static void replay(struct be_io *io)
 {
 	struct be_replay *rp = &io->replay;
 
-	while (io->replay_next < rp->n && !io->held && !io->barrier && !io->stopping) {
+	while (io->replay_next < rp->n && !io->held && !io->barrier && !io->waiting &&
+	       !io->stopping) {
 		const struct be_replay_ent *e = &rp->e[io->replay_next++];
 
 		be_stat_add(&io->cfg.stats->replayed_req, 1);
@@ -361,14 +389,14 @@ static int consume(struct be_io *io)
 	replay(io);
 	if (io->replay.e)
 		return 0;            /* a barrier among them: the rest wait */
-	while (!io->held && !io->barrier && !io->stopping) {
+	while (!io->held && !io->barrier && !io->waiting && !io->stopping) {
 		int n = ring_pending(r);
 
 		if (n == 0)
 			n = ring_final_check(r);
 		if (n <= 0)
 			return n;
-		for (; n > 0 && !io->held && !io->barrier; n--) {
+		for (; n > 0 && !io->held && !io->barrier && !io->waiting; n--) {
 			struct be_pending *p = io->free;
 
 			if (!p) {
@@ -508,16 +536,22 @@ int be_io_run_once(struct be_io *io, int timeout_ms)
 	if (rc < 0)
 		return rc;
 	reap(io);
+	retry_waiting(io);
 	if (io->kicked) {
 		io->kicked = false;
 		be_stat_add(&io->cfg.stats->evt_in, 1);
-		io->cfg.evt->ack(io->cfg.evt_ctx);
+		if (io->cfg.evt->ack(io->cfg.evt_ctx) == -EPROTO)
+			io->evt_err = -EPROTO;
 		rc = arm_poll(io, io->cfg.evt_fd, UD_EVT);
 	}
 	push(io);
 	tick(io);
 	if (crc < 0)
 		return crc;
+	if (io->evt_err)
+		return io->evt_err;
+	if (ring_faulted(io->cfg.ring))   /* the notify may have faulted */
+		return -EFAULT;
 	if (rc < 0)
 		return rc;
 	return io->stopping ? 1 : 0;
@@ -537,7 +571,15 @@ void be_io_destroy(struct be_io *io)
 {
 	if (io->uring_ready) {
 		io->stopping = true;
-		while (io->inflight) {
+		while (io->inflight || io->waiting) {
+			retry_waiting(io);     /* what drained made room */
+			if (!io->inflight && io->waiting) {
+				struct be_pending *p = io->waiting;
+
+				io->waiting = NULL;   /* cannot fit: not run */
+				complete(io, p, BLKIF_RSP_ERROR);
+				break;
+			}
 			if (wait_for_cqe(io, -1) < 0)
 				break;
 			reap(io);

@@ -69,7 +69,10 @@ struct be_pending {
 struct be_xport_ops {
 	/* Fill p->iov[0..p->v.nr_segs) for the segments of p->v.  For writes
 	 * the data must be readable there on return.  0 or -errno (the
-	 * request is then answered BLKIF_RSP_ERROR, with no I/O). */
+	 * request is then answered BLKIF_RSP_ERROR, with no I/O); -EAGAIN:
+	 * it does not fit the memory budget now (gnt.h): nothing is taken,
+	 * the engine keeps the request, takes nothing more from the ring and
+	 * calls map() again after each completion and at each tick. */
 	int (*map)(void *ctx, struct be_pending *p);
 	/* The I/O is over (ok: it succeeded).  Deliver read data (bounce
 	 * transports) and release what map() took.  0 or -errno. */
@@ -90,6 +93,8 @@ struct be_evt_ops {
 	int (*ack)(void *ctx);      /* consume a kick and unmask; 0 or -errno */
 	int (*notify)(void *ctx);   /* kick the frontend; 0 or -errno */
 };
+/* Either returning -EPROTO (a peer rewriting the event channel's words
+ * non-stop, lib/platform/platform.h) stops the queue with that error. */
 
 /* Where the queue thread sleeps (see the top of this file). */
 enum be_io_wait {
@@ -125,9 +130,11 @@ struct be_io {
 	unsigned int inflight;      /* requests with SQEs outstanding */
 	struct be_pending *held;    /* barrier waiting for the drain */
 	struct be_pending *barrier; /* barrier in flight */
+	struct be_pending *waiting; /* map() said -EAGAIN: retried, in order */
 	bool kicked;                /* evt poll fired: ack and re-arm */
 	bool stopping;
 	bool rsps_to_push;
+	int evt_err;                /* -EPROTO: the peer fought our event words */
 	uint64_t last_tick_ns;
 	struct be_replay replay;    /* adopted requests to re-run, then the ring */
 	unsigned int replay_next;

@@ -162,7 +162,9 @@ static void dump_stats(const struct devtab *t, const char *rundir)
 
 	snprintf(path, sizeof(path), "%s/xbd-blkback.stats", rundir);
 	snprintf(tmp, sizeof(tmp), "%s.tmp", path);
-	f = fopen(tmp, "we");
+	f = fopen(tmp, "wex");   /* O_EXCL: never through a planted link */
+	if (!f && errno == EEXIST && unlink(tmp) == 0)
+		f = fopen(tmp, "wex");
 	if (!f) {
 		log_warn("cannot write %s: %s", tmp, strerror(errno));
 		return;
@@ -175,6 +177,18 @@ static void dump_stats(const struct devtab *t, const char *rundir)
 
 /* log_stats: every device's line through the logger (stderr, or syslog
  * when daemonized), at warn level so the default level shows it. */
+/* log_stats every 10 s, whatever else ends the control loop's poll. */
+static bool stats_due(void)
+{
+	static time_t last;
+	time_t now = time(NULL);
+
+	if (now - last < 10)
+		return false;
+	last = now;
+	return true;
+}
+
 static void log_stats(const struct devtab *t)
 {
 	char *buf = NULL, *line, *save = NULL;
@@ -238,8 +252,11 @@ static int serve(struct devtab *t, int sfd, const char *rundir, struct extras *x
 	for (;;) {
 		unsigned int n = NFIXED + devtab_pollfds(t, fds + NFIXED, MAX_POLL - NFIXED);
 		int timeout = tun_get(TUN_LOG_STATS) ? 10000 : -1;
+		int tt = devtab_timeout_ms(t);
 		int rc;
 
+		if (tt >= 0 && (timeout < 0 || tt < timeout))
+			timeout = tt;         /* a deferred connect, a deadline */
 		fds[0] = (struct pollfd){ sfd, POLLIN, 0 };
 		fds[1] = (struct pollfd){ xbd_xs_watch_fd(t->ctx.xs), POLLIN, 0 };
 		fds[2] = (struct pollfd){ x->sysfs ? sysfs_fd(x->sysfs) : -1, POLLIN, 0 };
@@ -248,8 +265,9 @@ static int serve(struct devtab *t, int sfd, const char *rundir, struct extras *x
 		rc = poll(fds, n, timeout);
 		if (rc < 0 && errno != EINTR)
 			return -errno;
-		if (rc == 0)
+		if (rc == 0 && tun_get(TUN_LOG_STATS) && stats_due())
 			log_stats(t);
+		devtab_timers(t);
 		if ((fds[0].revents & POLLIN) && on_signal(sfd, t, rundir))
 			return 0;
 		on_extras(x, fds);
@@ -336,6 +354,13 @@ static int run(const struct options *o)
 			strerror(-rc));
 		goto out;
 	}
+	/* A guest truncating its own files must not kill us (nor the other
+	 * guests' disks): ring.c turns the fault into that device's error. */
+	if (xbd_platform_get_kind(p) == XBD_PLATFORM_LOCAL &&
+	    (rc = xbd_fault_catch(xbd_platform_rundir(p))) != 0) {
+		log_err("cannot catch SIGBUS: %s", strerror(-rc));
+		goto out;
+	}
 	rc = connect_xs(o, p, &xs);
 	if (rc) {
 		log_err("cannot connect to xenstore: %s", strerror(-rc));
@@ -344,7 +369,8 @@ static int run(const struct options *o)
 	rc = sfd = block_signals();
 	if (rc < 0)
 		goto out;
-	rc = devtab_start(&t, &(struct be_ctx){ .xs = xs, .plat = p, .self = (xbd_domid_t)o->domid });
+	rc = devtab_start(&t, &(struct be_ctx){ .xs = xs, .plat = p, .self = (xbd_domid_t)o->domid,
+						    .async_teardown = true });
 	if (rc) {
 		log_err("cannot watch backend/vbd: %s", strerror(-rc));
 		goto out;

@@ -63,7 +63,10 @@ static int map_ring(struct be_queue *q)
 			    PROT_READ | PROT_WRITE, &q->sring);
 	if (rc)
 		return rc;
-	return ring_attach(&q->ring, q->sring, c->ring_order, c->abi);
+	rc = ring_attach(&q->ring, q->sring, c->ring_order, c->abi);
+	if (!rc)
+		ring_watch_faults(&q->ring, c->frontend);
+	return rc;
 }
 
 static int open_handles(struct be_queue *q)
@@ -146,6 +149,7 @@ static int start_engine(struct be_queue *q, struct be_replay *plan)
 		return rc;
 	/* the pool holds at most what the ring can have in flight */
 	gnt_xport_bound(&q->xport, q->ring.nr_ents * req_seg_capacity(&q->cfg.limits));
+	gnt_xport_budget(&q->xport, q->cfg.budget);
 	q->xport_up = true;
 	rc = be_io_init(&q->io, &io);
 	q->io_up = !rc;

@@ -43,6 +43,7 @@ struct be_queue_cfg {
 	enum ring_abi abi;
 	bool persistent;              /* feature-persistent negotiated */
 	const struct storage *storage;
+	struct gnt_budget *budget;    /* the vbd's memory budget; NULL: none */
 	struct req_limits limits;
 	/* The in-flight journal (journal.h): its file (NULL: no journal)
 	 * and the identity parts the queue does not know (the rest comes

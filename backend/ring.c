@@ -113,6 +113,24 @@ int ring_adopt(struct be_ring *r, RING_IDX req_cons)
 	return 0;
 }
 
+void ring_watch_faults(struct be_ring *r, xbd_domid_t peer)
+{
+	r->peer = peer;
+	r->faults_seen = xbd_fault_count(peer);
+	r->watch_faults = true;
+}
+
+/* Did the peer truncate a page we had mapped (this one included)?  The
+ * fault handler counts during the faulting load, so a check after a load
+ * sees the fault of that load. */
+bool ring_faulted(struct be_ring *r)
+{
+	if (!r->faulted && r->watch_faults &&
+	    xbd_fault_count(r->peer) != r->faults_seen)
+		r->faulted = true;
+	return r->faulted;
+}
+
 int ring_pending(struct be_ring *r)
 {
 	RING_IDX prod;
@@ -122,6 +140,8 @@ int ring_pending(struct be_ring *r)
 	prod = __atomic_load_n(&hdr(r)->req_prod, __ATOMIC_RELAXED);
 	/* rmb: read the slots only after req_prod. */
 	__atomic_thread_fence(__ATOMIC_ACQUIRE);
+	if (ring_faulted(r))
+		return -EFAULT;
 
 	/* Slots the frontend claims to have filled but we have not answered.
 	 * More than the ring holds (RING_REQUEST_PROD_OVERFLOW), or fewer

@@ -29,6 +29,7 @@
 #include <stdint.h>
 
 #include "lib/blkif.h"
+#include "platform/platform.h"
 
 /* The backend's names for lib/blkif.h's constants (see there). */
 #define RING_MAX_ORDER XBD_BLKIF_MAX_RING_ORDER
@@ -90,7 +91,22 @@ struct be_ring {
 	RING_IDX rsp_pushed;    /* rsp_prod at the last notify decision */
 	bool broken;            /* latched by an overrun; never cleared */
 	RING_IDX bad_prod;      /* the req_prod that broke the ring */
+	bool watch_faults;      /* ring_watch_faults() was called */
+	bool faulted;           /* latched: the peer truncated mapped memory */
+	xbd_domid_t peer;       /* whose files the faults are counted for */
+	uint32_t faults_seen;   /* xbd_fault_count(peer) at ring_watch_faults */
 };
+
+/*
+ * Stop using the ring (ring_pending() returns -EFAULT, faulted latched)
+ * as soon as a fault is counted in peer's files: the local platform
+ * replaced a page the peer truncated (lib/platform/platform.h
+ * xbd_fault_catch).  Call after ring_attach().
+ */
+void ring_watch_faults(struct be_ring *r, xbd_domid_t peer);
+/* Latch and return faulted (one load when none); ring_pending() checks it
+ * after each load of req_prod, the queue after each notify. */
+bool ring_faulted(struct be_ring *r);
 
 /*
  * Attach to a mapped ring of 2^order pages.  The backend starts with

@@ -35,6 +35,7 @@ void be_stats_add_to(struct be_stats *sum, const struct be_stats *q)
 	sum->evt_out += rd(&q->evt_out);
 	sum->adopted += rd(&q->adopted);
 	sum->replayed_req += rd(&q->replayed_req);
+	sum->mem_waits += rd(&q->mem_waits);
 	for (unsigned int i = 0; i < BE_LAT_BUCKETS; i++)
 		sum->lat[i] += rd(&q->lat[i]);
 }

@@ -38,6 +38,7 @@ struct be_stats {
 	uint64_t evt_in, evt_out;
 	uint64_t adopted;       /* 1: this ring was adopted from a dead backend */
 	uint64_t replayed_req;  /* journalled requests re-run after adoption */
+	uint64_t mem_waits;     /* times the ring waited for the memory budget */
 	uint64_t lat[BE_LAT_BUCKETS];   /* completion latency histogram */
 };
 

@@ -58,6 +58,25 @@ static const struct tunable table[TUN_COUNT] = {
 		"grant_copy_max_bytes", TUN_UINT, 45056, 0, 45056, 0644,
 		"Without persistent grants, requests carrying at most this many bytes "
 		"are grant-copied into backend buffers instead of mapped (xbd only)" },
+	/* The memory budget (gnt.h): at least one request of the most
+	 * segments the engine takes (IOV_MAX), so a request always fits
+	 * once what is in flight has drained. */
+	[TUN_MAX_QUEUE_PAGES] = {
+		"max_queue_pages", TUN_UINT, 16384, 1024, 1u << 24, 0644,
+		"Maximum number of pages a queue holds for its frontend: bounce pages, "
+		"persistent grants and mappings in flight; a request that does not fit "
+		"waits on the ring (xbd only)" },
+	[TUN_MAX_VBD_PAGES] = {
+		"max_vbd_pages", TUN_UINT, 32768, 1024, 1u << 24, 0644,
+		"Maximum number of pages the queues of one vbd hold together (xbd only)" },
+	[TUN_MAX_TOTAL_PAGES] = {
+		"max_total_pages", TUN_UINT, 262144, 1024, 1u << 26, 0644,
+		"Maximum number of pages every queue of the backend holds together "
+		"(xbd only)" },
+	[TUN_MAX_CONNECTS_PER_SECOND] = {
+		"max_connects_per_second", TUN_UINT, 20, 0, 1000000, 0644,
+		"Connects of one frontend domain's vbds per second, with as many in a "
+		"burst; more are deferred, not refused; 0: no limit (xbd only)" },
 };
 
 /* Written by the control thread, read by any (relaxed). */

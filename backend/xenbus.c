@@ -8,11 +8,13 @@
  * out of range ends in be_fatal() with a message naming the key.
  */
 #include <errno.h>
+#include <pthread.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
 #include <time.h>
 #include <unistd.h>
+#include <sys/eventfd.h>
 #include <sys/random.h>
 
 #include "backend/journal.h"
@@ -55,16 +57,209 @@ static void stop_queues(struct backend_dev *d)
 	d->nr_queues = 0;
 }
 
-/* The connection is over: stop the queues and remove their journals. */
-static void disconnect(struct backend_dev *d)
+static void unlink_journals(const struct backend_dev *d, unsigned int nr_queues)
 {
-	unsigned int n = d->nr_queues > d->max_queues ? d->nr_queues : d->max_queues;
+	unsigned int n = nr_queues > d->max_queues ? nr_queues : d->max_queues;
 	char path[4096];
 
-	stop_queues(d);
 	for (unsigned int q = 0; q < n; q++)
 		if (!journal_path(d, q, path, sizeof(path)))
 			(void)unlink(path);
+}
+
+/* ---- asynchronous teardown ------------------------------------------------ */
+
+/*
+ * A vbd whose storage is slow (or stuck) drains its in-flight I/O for as
+ * long as the storage takes; the control thread serves every guest and
+ * must not wait for it.  So the queues of a connection that is over go
+ * to a reaper thread, which stops them all (in parallel: each drains on
+ * its own thread) and joins them; the control thread polls the reaper's
+ * eventfd (be_dev_reap_fd), and meanwhile the device only waits: its
+ * state is looked at again, as it is then, once the queues are stopped
+ * (be_dev_reaped).  Past BE_TEARDOWN_DEADLINE_MS the wait is reported
+ * (log and error node) and goes on: memory the kernel may still write
+ * into cannot be freed earlier.
+ */
+#define BE_TEARDOWN_DEADLINE_MS 10000u
+
+struct be_reap {
+	struct be_queue *queues;
+	unsigned int nr;
+	int fd;                          /* eventfd: the queues are stopped */
+	pthread_t thread;
+	uint64_t deadline_ns;
+	bool late;                       /* the deadline passed (reported) */
+};
+
+static uint64_t mono_ns(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+/* The reaper thread: it owns r->queues until it writes r->fd. */
+static void *reap_main(void *arg)
+{
+	struct be_reap *r = arg;
+	uint64_t one = 1;
+
+	for (unsigned int i = 0; i < r->nr; i++)      /* all drain at once */
+		if (r->queues[i].thread_up &&
+		    write(r->queues[i].stop_fd, &one, sizeof(one)) != sizeof(one))
+			log_warn("queue %u: cannot signal stop", i);
+	for (unsigned int i = 0; i < r->nr; i++)
+		be_queue_stop(&r->queues[i]);
+	if (write(r->fd, &one, sizeof(one)) != sizeof(one))
+		log_warn("reaper: cannot report the end of a teardown");
+	return NULL;
+}
+
+/* Hand the queues to a reaper thread.  false: not asked for (inline
+ * teardown), nothing to stop, or no thread: the caller stops inline. */
+static bool reap_start(struct backend_dev *d)
+{
+	struct be_reap *r;
+
+	if (!d->ctx->async_teardown || !d->queues || !d->nr_queues)
+		return false;
+	r = calloc(1, sizeof(*r));
+	if (!r)
+		return false;
+	r->queues = d->queues;
+	r->nr = d->nr_queues;
+	r->deadline_ns = mono_ns() + BE_TEARDOWN_DEADLINE_MS * 1000000ull;
+	r->fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+	if (r->fd < 0 || pthread_create(&r->thread, NULL, reap_main, r)) {
+		if (r->fd >= 0)
+			close(r->fd);
+		free(r);
+		return false;
+	}
+	d->queues = NULL;     /* nothing of the control thread sees them now */
+	d->nr_queues = 0;
+	d->reap = r;
+	return true;
+}
+
+/* Wait for the reaper (at once when its fd fired) and clean up after it. */
+static void reap_join(struct backend_dev *d)
+{
+	struct be_reap *r = d->reap;
+
+	if (!r)
+		return;
+	pthread_join(r->thread, NULL);
+	unlink_journals(d, r->nr);
+	free(r->queues);
+	close(r->fd);
+	free(r);
+	d->reap = NULL;
+}
+
+int be_dev_reap_fd(const struct backend_dev *d)
+{
+	return d->reap ? d->reap->fd : -1;
+}
+
+int be_dev_reaped(struct backend_dev *d)
+{
+	if (d->reap && d->reap->late)
+		log_info("%s: queues stopped after the deadline", d->be_path);
+	reap_join(d);
+	return be_dev_changed(d);
+}
+
+/*
+ * The connection is over: stop the queues and remove their journals.
+ * true: done.  false: a reaper thread is stopping them (async_teardown);
+ * the caller does nothing more now: the device's state is acted on again
+ * once they are stopped (be_dev_reaped), as it is then.
+ */
+static bool disconnect(struct backend_dev *d)
+{
+	unsigned int nr = d->nr_queues;
+
+	if (d->reap || reap_start(d))
+		return false;
+	stop_queues(d);
+	unlink_journals(d, nr);
+	return true;
+}
+
+/* ---- connects per domain --------------------------------------------------- */
+
+/* GCRA: connects of domain dom go at most max_connects_per_second, with a
+ * burst of as many.  true: go now; false: *retry_ns is when it may. */
+static bool connect_allowed(const struct be_ctx *ctx, xbd_domid_t dom, uint64_t now,
+			    uint64_t *retry_ns)
+{
+	uint64_t rate = tun_get(TUN_MAX_CONNECTS_PER_SECOND), t, burst;
+	struct be_rates *rs = ctx->rates;
+	struct be_rate *e = NULL;
+
+	if (!rs || !rate)
+		return true;
+	t = 1000000000ull / rate;
+	burst = (rate - 1) * t;
+	for (unsigned int i = 0; i < rs->n; i++) {
+		if (rs->e[i].dom == dom)
+			e = &rs->e[i];
+		else if (rs->e[i].tat_ns < now)
+			rs->e[i--] = rs->e[--rs->n];    /* idle: forget it */
+	}
+	if (!e) {
+		if (rs->n == rs->cap) {
+			unsigned int cap = rs->cap ? 2 * rs->cap : 16;
+			struct be_rate *v = realloc(rs->e, cap * sizeof(*v));
+
+			if (!v)
+				return true;
+			rs->e = v;
+			rs->cap = cap;
+		}
+		e = &rs->e[rs->n++];
+		*e = (struct be_rate){ .dom = dom, .tat_ns = now };
+	}
+	if (e->tat_ns < now)
+		e->tat_ns = now;
+	if (e->tat_ns - now > burst) {
+		*retry_ns = e->tat_ns - burst;
+		return false;
+	}
+	e->tat_ns += t;
+	return true;
+}
+
+int be_dev_timeout_ms(const struct backend_dev *d, uint64_t now)
+{
+	uint64_t at = d->retry_ns;
+
+	if (d->reap && !d->reap->late && (!at || d->reap->deadline_ns < at))
+		at = d->reap->deadline_ns;
+	if (!at)
+		return -1;
+	return at <= now ? 0 : (int)((at - now + 999999) / 1000000);
+}
+
+bool be_dev_timer(struct backend_dev *d, uint64_t now)
+{
+	struct be_reap *r = d->reap;
+
+	if (r && !r->late && now >= r->deadline_ns) {
+		r->late = true;
+		log_warn("%s: the storage has not finished its I/O %u ms after the "
+			 "disconnect; still waiting", d->be_path, BE_TEARDOWN_DEADLINE_MS);
+		xbd_xs_printf(d->ctx->xs, XBT_NULL, d->be_path, "error",
+			      "%d teardown exceeded %u ms: storage I/O still in flight",
+			      ETIMEDOUT, BE_TEARDOWN_DEADLINE_MS);
+	}
+	if (!d->retry_ns || now < d->retry_ns)
+		return false;
+	d->retry_ns = 0;
+	return true;          /* a deferred connect: look at the state again */
 }
 
 void be_fatal(struct backend_dev *d, int neg_errno, const char *fmt, ...)
@@ -80,7 +275,7 @@ void be_fatal(struct backend_dev *d, int neg_errno, const char *fmt, ...)
 	xbd_xenbus_dev_fatal(d->ctx->xs, d->be_path, neg_errno, "%s", msg);
 	d->fatal = true;
 	d->state = XenbusStateClosing;
-	disconnect(d);
+	(void)disconnect(d);  /* the reaper's end brings us back (Closing) */
 }
 
 /* ---- probe -------------------------------------------------------------- */
@@ -259,7 +454,7 @@ static enum xenbus_state restart_state(struct backend_dev *d, enum xenbus_state 
 		log_warn("%s: cannot adopt the rings (%s): closing them", d->be_path,
 			 strerror(-rc));
 	}
-	disconnect(d);       /* journals of a connection that is over: removed */
+	(void)disconnect(d);  /* no queues here: done at once */
 	if (fe != XenbusStateInitialised && fe != XenbusStateConnected)
 		return XenbusStateInitWait;
 	return XenbusStateClosed;
@@ -318,7 +513,7 @@ int be_dev_probe(const struct be_ctx *ctx, const char *be_path, struct backend_d
 static int read_fe_common(struct backend_dev *d)
 {
 	struct xs_handle *xs = d->ctx->xs;
-	char proto[32];
+	char proto[32], shown[XBD_LOG_ESC_SIZE];
 	unsigned int v = 0;
 	int rc;
 
@@ -328,7 +523,9 @@ static int read_fe_common(struct backend_dev *d)
 	} else if (rc || ring_abi_parse(proto, &d->abi)) {
 		if (rc)
 			snprintf(proto, sizeof(proto), "(unreadable)");
-		be_fatal(d, -ENOSYS, "unknown fe protocol %s", proto);
+		/* The guest wrote it: escaped for the log and the error node. */
+		be_fatal(d, -ENOSYS, "unknown fe protocol %s",
+			 xbd_log_escape(shown, sizeof(shown), proto));
 		return -ENOSYS;
 	}
 	rc = xbd_xs_read_uint(xs, XBT_NULL, d->fe_path, "feature-persistent", 0, 1, &v);
@@ -380,12 +577,12 @@ static int read_queue_keys(struct backend_dev *d, const char *dir, struct be_que
 	return 0;
 }
 
-static void queue_cfg(const struct backend_dev *d, unsigned int i, struct be_queue_cfg *c)
+static void queue_cfg(struct backend_dev *d, unsigned int i, struct be_queue_cfg *c)
 {
 	*c = (struct be_queue_cfg){
 		.plat = d->ctx->plat, .self = d->ctx->self, .frontend = d->fe_domid,
 		.index = i, .ring_order = d->order, .abi = d->abi,
-		.persistent = d->persistent, .storage = &d->st,
+		.persistent = d->persistent, .storage = &d->st, .budget = &d->mem,
 		.limits = {
 			.sectors = d->st.size >> 9, .sector_size = d->st.logical_block,
 			.read_only = d->read_only, .flush = true, .barrier = true,
@@ -486,7 +683,8 @@ static int on_peer_state(struct backend_dev *d, enum xenbus_state fe)
 		 * came and went between two reads of its state (watch events
 		 * carry no value), so close now as if we had seen it. */
 		if (d->state == XenbusStateClosing && online(d)) {
-			disconnect(d);
+			if (!disconnect(d))
+				return 0;
 			set_state(d, XenbusStateClosed);
 		}
 		/* Closed while the frontend starts over: it reconnects. */
@@ -504,19 +702,24 @@ static int on_peer_state(struct backend_dev *d, enum xenbus_state fe)
 		if (d->state == XenbusStateConnected || d->state == XenbusStateClosing ||
 		    d->state == XenbusStateClosed || d->fatal || d->st.fd < 0)
 			return 0;
-		disconnect(d);        /* precondition: idempotent */
+		if (!disconnect(d))   /* precondition: idempotent */
+			return 0;
+		if (!connect_allowed(d->ctx, d->fe_domid, mono_ns(), &d->retry_ns))
+			return 0;     /* be_dev_timer brings us back */
 		connect_dev(d);
 		return 0;
 	case XenbusStateClosing:
 		set_state(d, XenbusStateClosing);
 		return 0;
 	case XenbusStateClosed:
-		disconnect(d);
+		if (!disconnect(d))
+			return 0;
 		set_state(d, XenbusStateClosed);
 		return online(d) ? 0 : BE_DEV_REMOVE;
 	case XenbusStateUnknown:
 		/* The frontend's directory is gone. */
-		disconnect(d);
+		if (!disconnect(d))
+			return 0;
 		set_state(d, XenbusStateClosed);
 		return BE_DEV_REMOVE;
 	default:
@@ -531,8 +734,11 @@ int be_dev_changed(struct backend_dev *d)
 	enum xenbus_state be = XenbusStateUnknown;
 	int rc;
 
+	if (d->reap)
+		return 0;      /* be_dev_reaped() calls us again, state as it is then */
 	if (xbd_xs_exists(xs, XBT_NULL, d->be_path, "state") != 1) {
-		disconnect(d);
+		if (!disconnect(d))
+			return 0;
 		return BE_DEV_REMOVE;            /* our directory was removed */
 	}
 	/* Only the toolstack writes Initialising, and only into a new
@@ -541,8 +747,9 @@ int be_dev_changed(struct backend_dev *d)
 	 * anything (the nodes are the new device's); the caller probes. */
 	if (!xbd_xenbus_read_state(xs, XBT_NULL, d->be_path, &be) &&
 	    be == XenbusStateInitialising && d->state != XenbusStateInitialising) {
+		if (!disconnect(d))
+			return 0;
 		log_info("%s: replaced by a new attach", d->be_path);
-		disconnect(d);
 		return BE_DEV_REMOVE;
 	}
 	if (xbd_xenbus_read_state(xs, XBT_NULL, d->fe_path, &fe))
@@ -554,7 +761,8 @@ int be_dev_changed(struct backend_dev *d)
 	 * for us, so close now (QEMU does the same). */
 	if (!online(d) && fe != XenbusStateInitialised && fe != XenbusStateConnected &&
 	    fe != XenbusStateClosing) {
-		disconnect(d);
+		if (!disconnect(d))
+			return 0;
 		set_state(d, XenbusStateClosed);
 		return BE_DEV_REMOVE;
 	}
@@ -571,18 +779,26 @@ void be_dev_queue_done(struct backend_dev *d, unsigned int q)
 	if (bq->ring.broken)
 		be_fatal(d, -EIO, "queue %u: frontend overran its ring (req_prod %u)", q,
 			 bq->ring.bad_prod);
+	else if (bq->ring.faulted)
+		be_fatal(d, -EFAULT, "queue %u: the guest truncated memory, grant table "
+			 "or event channels the backend had mapped", q);
 	else
 		be_fatal(d, -EIO, "queue %u stopped: %s", q, strerror(-bq->result));
 }
 
 void be_dev_remove(struct backend_dev *d)
 {
+	reap_join(d);         /* stopping (devtab_stop): wait for the reaper */
 	/* Still Connected: we are stopping (SIGTERM), not the connection;
 	 * keep the journals so that our restart adopts the rings. */
-	if (d->state == XenbusStateConnected && !d->fatal)
+	if (d->state == XenbusStateConnected && !d->fatal) {
 		stop_queues(d);
-	else
-		disconnect(d);
+	} else {
+		unsigned int nr = d->nr_queues;
+
+		stop_queues(d);
+		unlink_journals(d, nr);
+	}
 	storage_close(&d->st);
 	dev_put(d);                           /* the table's, from be_dev_probe */
 }

@@ -22,6 +22,9 @@
 #ifndef XBD_BACKEND_XENBUS_H
 #define XBD_BACKEND_XENBUS_H
 
+#include <stdbool.h>
+#include <stdint.h>
+
 #include "backend/blkif.h"
 
 /*
@@ -45,7 +48,28 @@ int be_dev_changed(struct backend_dev *d);
  * it and disconnect the device.  Called when the queue's done_fd fires. */
 void be_dev_queue_done(struct backend_dev *d, unsigned int q);
 
-/* Disconnect, close the storage and drop the table's reference. */
+/*
+ * Asynchronous teardown (ctx->async_teardown): while a reaper thread
+ * stops a disconnected vbd's queues, be_dev_changed() does nothing and
+ * be_dev_reap_fd() is an eventfd that becomes readable once they are
+ * stopped; then be_dev_reaped() cleans up and acts on the state as it is
+ * (returns as be_dev_changed).  -1: no reaper.
+ */
+int be_dev_reap_fd(const struct backend_dev *d);
+int be_dev_reaped(struct backend_dev *d);
+
+/*
+ * Timers: a connect deferred by max_connects_per_second, and the
+ * teardown deadline (reported once).  be_dev_timeout_ms(): ms until
+ * be_dev_timer() has something to do (-1: nothing).  be_dev_timer():
+ * true when the caller must call be_dev_changed() (the deferred
+ * connect's time came).
+ */
+int be_dev_timeout_ms(const struct backend_dev *d, uint64_t now_ns);
+bool be_dev_timer(struct backend_dev *d, uint64_t now_ns);
+
+/* Disconnect (waiting for a reaper), close the storage and drop the
+ * table's reference. */
 void be_dev_remove(struct backend_dev *d);
 
 /*

@@ -5,14 +5,21 @@
 # xbd-blkfront for the domain, then the seed's dd and a 10 s fio randread
 # 4k QD64 through the disk's file.  Prints their figures and the backend's
 # statistics, detaches, stops everything and removes what it made.
-# Exit status non-zero when any step failed.  A rundir left by a killed
-# run is cleaned first.
+# Exit status non-zero when any step failed.  By default everything lives
+# in a fresh mkdtemp directory (mode 0700: a fixed name in /tmp could be
+# created first by another user, issue 18); with XBD_DEMO_DIR, what a
+# killed run left there is cleaned first.
 #
-# Environment: XBD_BUILD (required), XBD_DEMO_DIR (default /tmp/xbd-demo),
+# Environment: XBD_BUILD (required), XBD_DEMO_DIR (default: a new
+# /tmp/xbd-demo.XXXXXX),
 # XBD_DEMO_FIO_SECONDS (default 10), XBD_DEMO_DD_COUNT (default 131072).
 set -u
 B="${XBD_BUILD:?}/bin"
-D="${XBD_DEMO_DIR:-/tmp/xbd-demo}"
+if [ -n "${XBD_DEMO_DIR:-}" ]; then
+	D="$XBD_DEMO_DIR"
+else
+	D=$(mktemp -d "${TMPDIR:-/tmp}/xbd-demo.XXXXXX") || exit 1
+fi
 SECS="${XBD_DEMO_FIO_SECONDS:-10}"
 COUNT="${XBD_DEMO_DD_COUNT:-131072}"
 export XBD_RUNDIR="$D/run"
@@ -66,7 +73,7 @@ start_bg() {   # start_bg NAME PROG ARGS...: log to $LOG/NAME.log
 }
 
 run() {
-	if [ -d "$D" ]; then
+	if [ -n "${XBD_DEMO_DIR:-}" ] && [ -d "$D" ]; then
 		say "cleaning what a previous run left in $D"
 		cleanup
 	fi

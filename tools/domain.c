@@ -14,6 +14,8 @@
  */
 #include <errno.h>
 #include <fcntl.h>
+#include <grp.h>
+#include <pwd.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -144,8 +146,30 @@ struct create_arg {
 	xbd_domid_t id;
 	const char *name;
 	uint64_t mem;
+	uid_t uid;               /* (uid_t)-1: root's (not changed) */
+	gid_t gid;
 	char uuid[40];
 };
+
+/* A user or group by name or number; -1 when unknown. */
+static long owner_id(const char *s, bool group)
+{
+	char *end;
+	long v;
+
+	errno = 0;
+	v = strtol(s, &end, 10);
+	if (*s && !*end && !errno && v >= 0 && v < 0x7fffffff)
+		return v;
+	if (group) {
+		struct group *g = getgrnam(s);
+
+		return g ? (long)g->gr_gid : -1;
+	}
+	struct passwd *pw = getpwnam(s);
+
+	return pw ? (long)pw->pw_uid : -1;
+}
 
 static int mknod_perms(struct xs_handle *xs, xs_transaction_t t, const char *dir,
 		       const char *node, xbd_domid_t owner, xbd_domid_t reader)
@@ -271,7 +295,8 @@ static int destroy_txn(struct xs_handle *xs, xs_transaction_t t, void *p)
 static int create_parse(int argc, char **argv, struct create_arg *a)
 {
 	struct xbd_opts o;
-	int i = xbd_parse_opts(argc, argv, XBD_OPT_MEMORY, 1, 1, &o);
+	int i = xbd_parse_opts(argc, argv, XBD_OPT_MEMORY | XBD_OPT_OWNER, 1, 1, &o);
+	long id;
 
 	if (i < 0)
 		return i == -2 ? 0 : 2;
@@ -286,6 +311,22 @@ static int create_parse(int argc, char **argv, struct create_arg *a)
 		xbd_err("invalid memory size '%s' (MiB, or a number with k, M or G, "
 			"a multiple of 4k)", o.memory);
 		return 2;
+	}
+	a->uid = (uid_t)-1;
+	a->gid = (gid_t)-1;
+	if (o.user) {
+		if ((id = owner_id(o.user, false)) < 0) {
+			xbd_err("unknown user '%s'", o.user);
+			return 2;
+		}
+		a->uid = (uid_t)id;
+	}
+	if (o.group) {
+		if ((id = owner_id(o.group, true)) < 0) {
+			xbd_err("unknown group '%s'", o.group);
+			return 2;
+		}
+		a->gid = (gid_t)id;
 	}
 	return -1;
 }
@@ -312,6 +353,15 @@ int cmd_domain_create(struct xbd_ctx *c, int argc, char **argv)
 	rc = rc ? rc : allocate_domain(c, &a);
 	if (rc) {
 		xbd_err("cannot create domain '%s': %s", a.name, strerror(-rc));
+		return 1;
+	}
+	/* Before the introduction: xbd-xenstored gives the socket the
+	 * directory's owner and group. */
+	if ((a.uid != (uid_t)-1 || a.gid != (gid_t)-1) &&
+	    (rc = xbd_domain_set_owner(c->plat, a.id, a.uid, a.gid)) != 0) {
+		xbd_err("cannot give domain '%s' to its owner: %s", a.name,
+			strerror(-rc));
+		xbd_domain_destroy(c->plat, a.id, true);
 		return 1;
 	}
 	make_uuid(a.uuid, sizeof(a.uuid));

@@ -29,10 +29,14 @@ struct command {
 static int cmd_help(struct xbd_ctx *c, int argc, char **argv);
 
 static const struct command commands[] = {
-	{ "domain-create", cmd_domain_create, "NAME [--memory SIZE]",
+	{ "domain-create", cmd_domain_create,
+	  "NAME [--memory SIZE] [--user USER] [--group GROUP]",
 	  "create a local domain and introduce it to xenstored",
 	  "  --memory SIZE   guest memory: a number of MiB, or with a suffix k, M, G\n"
-	  "                  (default 256M)\n" },
+	  "                  (default 256M)\n"
+	  "  --user USER     the domain's files and xenstore socket belong to USER\n"
+	  "                  (name or uid; default root): the socket is mode 0600\n"
+	  "  --group GROUP   ... and to GROUP (name or gid): the socket is 0660\n" },
 	{ "domain-destroy", cmd_domain_destroy, "NAME|ID [--timeout SECONDS]",
 	  "detach every disk of a domain, release it and remove its files",
 	  "  --timeout S     how long the backend of a live guest's disk may take to\n"
@@ -108,6 +112,8 @@ int xbd_parse_opts(int argc, char **argv, unsigned int allowed, int min_pos,
 		{ "timeout", required_argument, NULL, 't' },
 		{ "force", no_argument, NULL, 'f' },
 		{ "memory", required_argument, NULL, 'm' },
+		{ "user", required_argument, NULL, 'u' },
+		{ "group", required_argument, NULL, 'g' },
 		{ "help", no_argument, NULL, 'h' },
 		{ NULL, 0, NULL, 0 },
 	};
@@ -115,7 +121,7 @@ int xbd_parse_opts(int argc, char **argv, unsigned int allowed, int min_pos,
 
 	*o = (struct xbd_opts){ .timeout_ms = XBD_DEFAULT_TIMEOUT_MS };
 	opterr = 0;                   /* our messages, one line each */
-	while ((opt = getopt_long(argc, argv, ":t:fm:h", opts, NULL)) != -1) {
+	while ((opt = getopt_long(argc, argv, ":t:fm:u:g:h", opts, NULL)) != -1) {
 		if (opt == 'h') {
 			xbd_usage(argv[0], false);
 			return -2;
@@ -129,6 +135,14 @@ int xbd_parse_opts(int argc, char **argv, unsigned int allowed, int min_pos,
 		}
 		if (opt == 'm' && (allowed & XBD_OPT_MEMORY)) {
 			o->memory = optarg;
+			continue;
+		}
+		if (opt == 'u' && (allowed & XBD_OPT_OWNER)) {
+			o->user = optarg;
+			continue;
+		}
+		if (opt == 'g' && (allowed & XBD_OPT_OWNER)) {
+			o->group = optarg;
 			continue;
 		}
 		if (opt == 't' && (allowed & XBD_OPT_TIMEOUT))

@@ -14,7 +14,11 @@
  * Output: replies and events are queued per connection and written with
  * non-blocking sends; a client that never reads only fills its own queue.
  * Events beyond quota.events (privileged: quota.priv_events) are dropped
- * and logged; an identical event still unsent is not queued twice.
+ * and logged; an identical event still unsent is not queued twice.  A
+ * queued event of an unprivileged connection is charged to its domain's
+ * memory quota until it is sent or dropped, and an event that would take
+ * the domain past the quota is dropped (cxenstored since XSA-326): a
+ * domain that watches much and reads nothing costs us at most its quota.
  *
  * Lifetime: conn_kill() closes the socket and drops watches,
  * transactions and queues at once, but the struct stays on the list
@@ -39,8 +43,30 @@ struct outmsg {
 	bool event;
 	time_t when;		/* CLOCK_MONOTONIC seconds at queueing */
 	uint32_t len;		/* header + payload */
+	uint32_t charge;	/* bytes charged to the conn's domain memory */
 	uint8_t data[];
 };
+
+long conn_charged(const struct conn *c)
+{
+	long sum = txn_charged(c);
+
+	for (const struct outmsg *m = c->out_head; m; m = m->next)
+		sum += m->charge;
+	return sum;
+}
+
+/* Free m, giving back what it cost its connection's domain. */
+static void msg_free(struct conn *c, struct outmsg *m)
+{
+	if (m->charge) {
+		struct domain *d = domain_get(c->domid, false);
+
+		if (d)
+			d->memory -= (long)m->charge;
+	}
+	free(m);
+}
 
 struct conn *conns;
 static unsigned next_conn_id;
@@ -109,7 +135,7 @@ static void out_free_all(struct conn *c)
 	while (c->out_head) {
 		struct outmsg *m = c->out_head;
 		c->out_head = m->next;
-		free(m);
+		msg_free(c, m);
 	}
 	c->out_tail = NULL;
 	c->out_off = 0;
@@ -262,7 +288,7 @@ static void conn_flush(struct conn *c)
 			c->out_events--;
 		else
 			c->out_replies--;
-		free(m);
+		msg_free(c, m);
 	}
 }
 
@@ -295,6 +321,7 @@ static struct outmsg *msg_new(uint32_t type, uint32_t req_id, uint32_t tx_id,
 		return NULL;
 	m->next = NULL;
 	m->event = event;
+	m->charge = 0;
 	m->when = now_sec();
 	m->len = XS_HDR_SIZE + len;
 	memcpy(m->data, &hdr, XS_HDR_SIZE);
@@ -340,7 +367,9 @@ int conn_send_event(struct conn *c, const char *path, const char *token)
 	size_t plen = strlen(path) + 1, tlen = strlen(token) + 1;
 	unsigned limit = c->priv ? quota.priv_events : quota.events;
 	uint8_t buf[XS_MAX_PAYLOAD];
+	struct domain *d;
 	struct outmsg *m;
+	long cost;
 
 	if (c->dead || plen + tlen > XS_MAX_PAYLOAD)
 		return -E2BIG;	/* XSA-324: never send an oversize event */
@@ -355,10 +384,23 @@ int conn_send_event(struct conn *c, const char *path, const char *token)
 		c->event_drop_logged = true;
 		return -ENOSPC;
 	}
-	c->event_drop_logged = false;
+	cost = (long)(sizeof(*m) + XS_HDR_SIZE + plen + tlen);
+	d = c->priv ? NULL : domain_get(c->domid, true);
+	if (!c->priv && (!d || d->memory + cost > (long)quota.memory)) {
+		if (!c->event_drop_logged)
+			log_warn("connection %u (domain %u): watch events would pass "
+				 "the memory quota, dropping new ones", c->id, c->domid);
+		c->event_drop_logged = true;
+		return -ENOMEM;
+	}
 	m = msg_new(XS_WATCH_EVENT, 0, 0, buf, (uint32_t)(plen + tlen), true);
 	if (!m)
 		return -ENOMEM;
+	if (d) {
+		d->memory += cost;
+		m->charge = (uint32_t)cost;
+	}
+	c->event_drop_logged = false;
 	trace_msg(c, "EVT", (const struct xsd_sockmsg *)m->data,
 		  m->data + XS_HDR_SIZE);
 	return queue_msg(c, m);
@@ -382,7 +424,7 @@ void conn_expire_events(void)
 			if (m->event && !busy && m->when < limit) {
 				*pp = m->next;
 				c->out_events--;
-				free(m);
+				msg_free(c, m);
 				continue;
 			}
 			prev = m;

@@ -101,9 +101,12 @@ static char *check_accounting(struct arena *a)
 	if (!u)
 		return arena_printf(a, "out of memory");
 	db_foreach(charge_node, u);
-	for (struct conn *c = conns; c; c = c->next)
+	for (struct conn *c = conns; c; c = c->next) {
 		for (struct watch *w = c->watches; !c->dead && !c->priv && w; w = w->next)
 			u[c->domid].memory += (long)(strlen(w->path) + strlen(w->token));
+		if (!c->dead && !c->priv)
+			u[c->domid].memory += conn_charged(c);
+	}
 	for (uint32_t d = 0; d <= DOMID_MAX_VALID && !bad; d++) {
 		struct domain *dom = domain_get(d, false);
 		long nodes = dom ? dom->nodes : 0, mem = dom ? dom->memory : 0;

@@ -17,6 +17,7 @@
 
 #include <errno.h>
 #include <glob.h>
+#include <limits.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -161,6 +162,33 @@ void domain_account(uint32_t owner, long delta, const struct node *n)
 	}
 }
 
+/*
+ * A domain's socket belongs to the owner and group of its directory (root
+ * unless `xbd domain-create --user/--group` gave them away): mode 0600,
+ * or 0660 when the directory has a group other than root's.  Issue 18:
+ * a 0666 socket let any local user act as the domain.  The mode is set by
+ * the umask at bind (chmod would follow a link the owner planted);
+ * xenstored.sock (domid 0) is root's, 0600.
+ */
+static int socket_owner(const char *path, uint32_t domid, struct stat *st)
+{
+	char dir[PATH_MAX];
+	char *slash;
+
+	memset(st, 0, sizeof(*st));
+	if (!domid)
+		return 0600;
+	snprintf(dir, sizeof(dir), "%s", path);
+	slash = strrchr(dir, '/');
+	if (slash)
+		*slash = '\0';
+	if (lstat(dir, st) < 0)
+		return -errno;
+	if (!S_ISDIR(st->st_mode))
+		return -ENOTDIR;
+	return st->st_gid != 0 ? 0660 : 0600;
+}
+
 int listener_open(struct listener *l, const char *path, uint32_t domid)
 {
 	struct sockaddr_un sa = { .sun_family = AF_UNIX };
@@ -173,9 +201,23 @@ int listener_open(struct listener *l, const char *path, uint32_t domid)
 	fd = socket(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
 	if (fd < 0)
 		return -errno;
+	/* Anyone who can connect to a domain's socket *is* that domain:
+	 * born with its final mode (single-threaded daemon: the umask is
+	 * ours), owned by root until the lchown, listening only after. */
+	struct stat st;
+	int mode = socket_owner(path, domid, &st), b;
+
+	if (mode < 0) {
+		close(fd);
+		return mode;
+	}
 	unlink(path);
-	if (bind(fd, (struct sockaddr *)&sa, sizeof(sa)) < 0 ||
-	    chmod(path, domid ? 0666 : 0600) < 0 || listen(fd, 128) < 0 ||
+	mode_t old_mask = umask(~(mode_t)mode & 0777);
+
+	b = bind(fd, (struct sockaddr *)&sa, sizeof(sa));
+	umask(old_mask);
+	if (b < 0 || (domid && lchown(path, st.st_uid, st.st_gid) < 0) ||
+	    listen(fd, 128) < 0 ||
 	    epoll_ctl(epoll_fd, EPOLL_CTL_ADD, fd, &ev) < 0) {
 		ret = -errno;
 		close(fd);

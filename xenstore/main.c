@@ -6,10 +6,12 @@
  */
 #include "xenstored.h"
 #include "log.h"
+#include "platform/platform.h"
 
 #include <errno.h>
 #include <fcntl.h>
 #include <getopt.h>
+#include <limits.h>
 #include <signal.h>
 #include <stdlib.h>
 #include <string.h>
@@ -149,7 +151,7 @@ static int write_pid_file(const char *file)
 
 	if (asprintf(&tmp, "%s.tmp", file) < 0)
 		return -ENOMEM;
-	fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+	fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, 0644);
 	if (fd < 0)
 		ret = -errno;
 	else if (write(fd, buf, (size_t)n) != n)
@@ -296,9 +298,16 @@ static int setup(const struct options *o, char **sock_path)
 {
 	int ret;
 
+	char why[PATH_MAX + 128];
+
 	if (mkdir(rundir, 0755) < 0 && errno != EEXIST) {
 		log_err("cannot create %s: %s", rundir, strerror(errno));
 		return -errno;
+	}
+	ret = xbd_rundir_check(rundir, why, sizeof(why));
+	if (ret) {
+		log_err("%s", why);
+		return ret;
 	}
 	if (asprintf(sock_path, "%s/xenstored.sock", rundir) < 0)
 		return -ENOMEM;

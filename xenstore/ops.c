@@ -184,7 +184,10 @@ static int check_store(const struct request *req, const struct node *n,
 		return -ENOSPC;
 	*mem += memory_delta(req, n, old);
 	d = domain_get(req->conn->domid, false);
-	if (*mem > 0 && (d ? d->memory : 0) + *mem > (long)quota.memory)
+	/* Committed use plus what this transaction adds (XSA-326: a commit
+	 * must not land past the quota). */
+	if (*mem > 0 && (d ? d->memory : 0) + store_pending_memory(&req->view) +
+	    *mem > (long)quota.memory)
 		return -ENOMEM;
 	return 0;
 }

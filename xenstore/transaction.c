@@ -68,7 +68,18 @@ struct txn {
 	struct txn_entry *first, *last;
 	unsigned count;
 	long owned_delta;		/* nodes the caller gains on commit */
+	long mem_delta;			/* memory the caller gains on commit */
+	uint32_t domid;			/* charged for the entries (unprivileged) */
+	long charged;			/* bytes of entries charged to domid */
 };
+
+/* What an entry costs its transaction's domain while the transaction
+ * lives: cxenstored charges transaction nodes to the memory quota too. */
+static long entry_cost(const struct txn_entry *e)
+{
+	return (long)(sizeof(*e) + strlen(e->path) + 1 +
+		      (e->node ? node_memory(e->node) : 0));
+}
 
 uint32_t txn_id(const struct txn *t)
 {
@@ -101,6 +112,7 @@ struct txn *txn_start(struct conn *c)
 		errno = ENOMEM;
 		return NULL;
 	}
+	t->domid = c->priv ? UINT32_MAX : c->domid;
 	do {	/* ids are never 0 and unique per connection */
 		t->id = ++c->next_txid;
 	} while (t->id == 0 || txn_find(c, t->id));
@@ -131,7 +143,22 @@ static void txn_free(struct txn *t)
 		e = next;
 	}
 	hash_destroy(&t->entries);
+	if (t->charged) {
+		struct domain *d = domain_get(t->domid, false);
+
+		if (d)
+			d->memory -= t->charged;
+	}
 	free(t);
+}
+
+long txn_charged(const struct conn *c)
+{
+	long sum = 0;
+
+	for (const struct txn *t = c->txns; t; t = t->next)
+		sum += t->charged;
+	return sum;
 }
 
 static void txn_unlink(struct conn *c, struct txn *t)
@@ -168,6 +195,13 @@ static int txn_check(const struct conn *c, const struct txn *t)
 		long have = d ? d->nodes : 0;
 		if (have + t->owned_delta > (long)quota.nodes)
 			return -ENOSPC;
+	}
+	/* Committed use may have grown since the writes were checked. */
+	if (!c->priv && t->mem_delta > 0) {
+		struct domain *d = domain_get(c->domid, false);
+		long have = (d ? d->memory : 0) - t->charged;
+		if (have + t->mem_delta > (long)quota.memory)
+			return -ENOMEM;
 	}
 	return 0;
 }
@@ -231,8 +265,24 @@ static int entry_get(struct view *v, const char *path, struct txn_entry **out)
 	e->gen = cur ? cur->gen : 0;
 	if (cur && !(e->node = node_dup(cur)))
 		goto nomem;
-	if (hash_put(&t->entries, e->path, e, NULL))
+	if (!v->conn->priv) {
+		struct domain *d = domain_get(v->conn->domid, true);
+		long cost = entry_cost(e);
+
+		if (!d || d->memory + cost > (long)quota.memory) {
+			node_free(e->node);
+			free(e->path);
+			free(e);
+			t->failed = true;
+			return -ENOMEM;
+		}
+		if (hash_put(&t->entries, e->path, e, NULL))
+			goto nomem;
+		d->memory += cost;
+		t->charged += cost;
+	} else if (hash_put(&t->entries, e->path, e, NULL)) {
 		goto nomem;
+	}
 	if (t->last)
 		t->last->next = e;
 	else
@@ -268,8 +318,10 @@ int store_get(struct view *v, const char *path, const struct node **out)
 
 static void account_pending(struct view *v, const struct node *n, long delta)
 {
-	if (n && !v->conn->priv && n->perms[0].domid == v->conn->domid)
+	if (n && !v->conn->priv && n->perms[0].domid == v->conn->domid) {
 		v->txn->owned_delta += delta;
+		v->txn->mem_delta += delta * (long)node_memory(n);
+	}
 }
 
 int store_put(struct view *v, struct node *n, int fire,
@@ -330,4 +382,9 @@ int store_del(struct view *v, const char *path, int fire)
 long store_pending_nodes(const struct view *v)
 {
 	return v->txn ? v->txn->owned_delta : 0;
+}
+
+long store_pending_memory(const struct view *v)
+{
+	return v->txn ? v->txn->mem_delta : 0;
 }

@@ -265,6 +265,12 @@ int store_put(struct view *v, struct node *n, int fire,
 int store_del(struct view *v, const char *path, int fire);
 /* Extra nodes owned by the caller in this transaction (quota). */
 long store_pending_nodes(const struct view *v);
+/* Bytes charged to c's domain for its queued events and its open
+ * transactions' entries (conn.c, transaction.c; CONTROL check). */
+long conn_charged(const struct conn *c);
+long txn_charged(const struct conn *c);
+/* Memory the caller gains when this transaction commits (quota). */
+long store_pending_memory(const struct view *v);
 
 /* ---- ops.c ---- */
 void ops_process(struct conn *c, const struct xsd_sockmsg *hdr,

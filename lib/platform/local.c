@@ -21,11 +21,14 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "log.h"
 #include "platform/local.h"
 
 int xbd_local_prepare_rundir(const char *rundir)
 {
+	char why[PATH_MAX + 128];
 	struct stat st;
+	int rc;
 
 	if (mkdir(rundir, 0755) < 0 && errno != EEXIST)
 		return -errno;
@@ -33,6 +36,11 @@ int xbd_local_prepare_rundir(const char *rundir)
 		return -errno;
 	if (!S_ISDIR(st.st_mode))
 		return -ENOTDIR;
+	rc = xbd_rundir_check(rundir, why, sizeof(why));
+	if (rc) {
+		log_err("%s", why);
+		return rc;
+	}
 	if (access(rundir, W_OK | X_OK) < 0)
 		return -errno;
 	return 0;
@@ -52,7 +60,9 @@ int local_open(const struct xbd_platform *p, xbd_domid_t domid,
 	int fd;
 
 	local_path(p, domid, file, path);
-	fd = open(path, flags | O_CLOEXEC, 0660);
+	/* Never through a link: the guest owns its files (and with
+	 * domain-create --user its directory) and could point one anywhere. */
+	fd = open(path, flags | O_CLOEXEC | O_NOFOLLOW, 0660);
 	return fd < 0 ? -errno : fd;
 }
 
@@ -137,7 +147,8 @@ static int write_file(int dirfd, const char *name, const void *data,
 {
 	int fd, rc = 0;
 
-	fd = openat(dirfd, name, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0660);
+	fd = openat(dirfd, name, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW,
+		    0660);
 	if (fd < 0)
 		return -errno;
 	if (len && write(fd, data, len) != (ssize_t)len)
@@ -362,6 +373,31 @@ static int mark_dying(const struct xbd_platform *p, xbd_domid_t domid)
 	return rc;
 }
 
+int local_domain_set_owner(struct xbd_platform *p, xbd_domid_t domid,
+			   uid_t uid, gid_t gid)
+{
+	char path[PATH_MAX];
+	struct dirent *de;
+	DIR *dir;
+	int rc = 0;
+
+	local_path(p, domid, NULL, path);
+	dir = opendir(path);
+	if (!dir)
+		return -errno;
+	while ((de = readdir(dir)) != NULL) {
+		if (strcmp(de->d_name, "..") == 0)
+			continue;
+		if (fchownat(dirfd(dir), de->d_name, uid, gid,
+			     AT_SYMLINK_NOFOLLOW) < 0) {
+			rc = -errno;
+			break;
+		}
+	}
+	closedir(dir);
+	return rc;
+}
+
 static int local_domain_destroy(struct xbd_platform *p, xbd_domid_t domid, bool force)
 {
 	static unsigned int counter;
@@ -371,16 +407,19 @@ static int local_domain_destroy(struct xbd_platform *p, xbd_domid_t domid, bool 
 	if (domid > XBD_DOMID_MAX)
 		return -EINVAL;
 	fd = local_open(p, domid, "claim", O_RDWR);
-	if (fd < 0)
+	/* A link in place of claim or state (an owner given the directory
+	 * with domain-create --user planted it; we never open through one)
+	 * leaves a broken domain: it is removed all the same. */
+	if (fd < 0 && fd != -ELOOP)
 		return fd == -ENOENT ? -ENOENT : fd;
 	/* Holding the claim lock keeps anyone from claiming meanwhile. */
-	rc = local_lock_byte(fd, 0, F_WRLCK, false);
+	rc = fd < 0 ? 0 : local_lock_byte(fd, 0, F_WRLCK, false);
 	if (rc == -EAGAIN && !force) {
 		rc = -EBUSY;
 		goto out;
 	}
 	rc = mark_dying(p, domid);
-	if (rc)
+	if (rc && rc != -ELOOP)
 		goto out;
 	local_path(p, domid, NULL, path);
 	snprintf(dead, sizeof(dead), "%s/.dead.dom%u.%d.%u", p->rundir, domid,
@@ -391,7 +430,8 @@ static int local_domain_destroy(struct xbd_platform *p, xbd_domid_t domid, bool 
 	}
 	rc = remove_dir(dead);
 out:
-	close(fd);
+	if (fd >= 0)
+		close(fd);
 	return rc;
 }
 

@@ -39,6 +39,11 @@
 #define LOCAL_NR_PORTS        4096u   /* 2-level event channel ABI on 64-bit */
 #define LOCAL_NR_SLOTS        1024u   /* event-channel handles per domain */
 #define LOCAL_MAX_MEMORY      (1ull << 40)
+/* Compare-and-swap attempts on a word another domain can write (grant
+ * entries, event-channel flags) before we stop: a peer that rewrites the
+ * word between our load and our CAS forever is hostile, and gets an error
+ * instead of a thread of ours spinning (Documentation/security.md). */
+#define LOCAL_CAS_TRIES       64
 
 /* The 64-bit image of one grant_entry_v1, loaded and stored atomically. */
 static inline uint64_t gent_pack(uint16_t flags, xbd_domid_t domid, uint32_t frame)

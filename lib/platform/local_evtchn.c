@@ -143,15 +143,20 @@ static void wake(struct local_evtchn *e, struct ev_domain *ed, uint32_t port)
 		return;
 }
 
-/* Set PENDING on port of ed; deliver if it was neither pending nor masked. */
-static void raise_port(struct local_evtchn *e, struct ev_domain *ed, uint32_t port)
+/* Set PENDING on port of ed; deliver if it was neither pending nor masked.
+ * -EPROTO when the word changed under every one of LOCAL_CAS_TRIES
+ * attempts: only a peer writing it non-stop does that. */
+static int raise_port(struct local_evtchn *e, struct ev_domain *ed, uint32_t port)
 {
 	uint32_t *flags = &ed->ports[port].flags;
 	uint32_t old = __atomic_load_n(flags, __ATOMIC_ACQUIRE), new;
+	int tries = 0;
 
 	do {
 		if (old & PORT_PENDING)
-			return;   /* coalesced: the owner will see it */
+			return 0;   /* coalesced: the owner will see it */
+		if (tries++ == LOCAL_CAS_TRIES)
+			return -EPROTO;
 		new = old | PORT_PENDING;
 		if (!(old & PORT_MASKED))
 			new |= PORT_MASKED;
@@ -159,6 +164,7 @@ static void raise_port(struct local_evtchn *e, struct ev_domain *ed, uint32_t po
 					      __ATOMIC_SEQ_CST, __ATOMIC_ACQUIRE));
 	if (!(old & PORT_MASKED))
 		wake(e, ed, port);
+	return 0;
 }
 
 /* Free every port owned by slot (a dead handle's, or ours at close). */
@@ -418,8 +424,7 @@ int local_evtchn_notify(struct xbd_evtchn *pub, xbd_evtchn_port_t port)
 	peer_bind = __atomic_load_n(&ed->ports[rport].bind, __ATOMIC_ACQUIRE);
 	if (peer_bind != port_bind(PORT_INTERDOMAIN, e->self, port))
 		return 0;   /* the peer closed its end */
-	raise_port(e, ed, rport);
-	return 0;
+	return raise_port(e, ed, rport);
 }
 
 int local_evtchn_pending(struct xbd_evtchn *pub)
@@ -448,6 +453,7 @@ int local_evtchn_unmask(struct xbd_evtchn *pub, xbd_evtchn_port_t port)
 {
 	struct local_evtchn *e = container_of(pub, struct local_evtchn, pub);
 	uint32_t *flags, old, new;
+	int tries = 0;
 
 	if (!own_port(e, port))
 		return -EINVAL;
@@ -456,6 +462,10 @@ int local_evtchn_unmask(struct xbd_evtchn *pub, xbd_evtchn_port_t port)
 	do {
 		if (!(old & PORT_MASKED))
 			return 0;
+		/* Our table, but every notifier writes it: bounded as in
+		 * raise_port(). */
+		if (tries++ == LOCAL_CAS_TRIES)
+			return -EPROTO;
 		/* Pending meanwhile: stay masked and deliver again now. */
 		new = (old & PORT_PENDING) ? old : old & ~PORT_MASKED;
 	} while (!__atomic_compare_exchange_n(flags, &old, new, false,

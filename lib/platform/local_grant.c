@@ -39,7 +39,7 @@
 
 #include "platform/local.h"
 
-#define CAS_TRIES 64   /* a peer rewriting an entry forever gets -EAGAIN */
+#define CAS_TRIES LOCAL_CAS_TRIES   /* an entry rewritten forever: -EAGAIN */
 
 static bool cas64(uint64_t *p, uint64_t *expected, uint64_t desired)
 {

@@ -5,9 +5,11 @@
  * (local.c / local_grant.c / local_evtchn.c, or xen.c).  Nothing here logs.
  */
 #include <errno.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include "platform/private.h"
 
@@ -103,6 +105,32 @@ enum xbd_platform_kind xbd_platform_get_kind(const struct xbd_platform *p)
 	return p->kind;
 }
 
+int xbd_rundir_check(const char *dir, char *why, size_t len)
+{
+	struct stat st;
+
+	if (lstat(dir, &st) < 0) {
+		snprintf(why, len, "run directory %s: %s", dir, strerror(errno));
+		return -errno;
+	}
+	if (!S_ISDIR(st.st_mode)) {
+		snprintf(why, len, "run directory %s is not a directory", dir);
+		return -ENOTDIR;
+	}
+	if (st.st_uid != 0 && st.st_uid != geteuid()) {
+		snprintf(why, len, "run directory %s is owned by uid %u, not root: "
+			 "refusing it", dir, (unsigned int)st.st_uid);
+		return -EPERM;
+	}
+	if (st.st_mode & (S_IWGRP | S_IWOTH)) {
+		snprintf(why, len, "run directory %s is writable by group or others "
+			 "(mode %04o): refusing it", dir,
+			 (unsigned int)(st.st_mode & 07777));
+		return -EPERM;
+	}
+	return 0;
+}
+
 const char *xbd_platform_rundir(const struct xbd_platform *p)
 {
 	return p->rundir;
@@ -114,6 +142,14 @@ int xbd_domain_create(struct xbd_platform *p, xbd_domid_t domid,
 		      const char *name, uint64_t mem_bytes)
 {
 	return p->ops->domain_create(p, domid, name, mem_bytes);
+}
+
+int xbd_domain_set_owner(struct xbd_platform *p, xbd_domid_t domid,
+			 uid_t uid, gid_t gid)
+{
+	if (xbd_platform_get_kind(p) != XBD_PLATFORM_LOCAL)
+		return -EOPNOTSUPP;
+	return local_domain_set_owner(p, domid, uid, gid);
 }
 
 int xbd_domain_destroy(struct xbd_platform *p, xbd_domid_t domid, bool force)

@@ -82,6 +82,30 @@ int xbd_platform_open(enum xbd_platform_kind kind, const char *rundir,
 void xbd_platform_close(struct xbd_platform *p);
 enum xbd_platform_kind xbd_platform_get_kind(const struct xbd_platform *p);
 const char *xbd_platform_rundir(const struct xbd_platform *p);
+/*
+ * Is dir fit to be a run directory?  It must be a directory (not a link)
+ * owned by root or by our effective uid, and not writable by group or
+ * others: whoever can write it can plant links and rename our sockets.
+ * 0, or -errno with a one-line reason in why (len bytes).  The local
+ * platform's open checks its run directory so and logs the reason
+ * (error level) when it refuses.
+ */
+int xbd_rundir_check(const char *dir, char *why, size_t len);
+
+/*
+ * Local platform, for the backend: survive a guest truncating its own
+ * memory, grant-table or event-channel file under our mappings.
+ * xbd_fault_catch() installs a process-wide SIGBUS handler (call once,
+ * before threads start): a fault on a mapping of a file of
+ * $rundir/dom<N>/ gets a private zero page mapped in its place (the access
+ * completes, reading zeros) and counts a fault for domain N; any other
+ * SIGBUS still kills.  xbd_fault_count(N): the faults counted for N so far
+ * (one atomic load; compare with an earlier reading).  The mapping stays
+ * useless: whoever sees the count move must stop using that domain's
+ * pages (lib/platform/local_fault.c).
+ */
+int xbd_fault_catch(const char *rundir);
+uint32_t xbd_fault_count(xbd_domid_t domid);
 
 /* ------------------------------------------------------------------ */
 /* Domains                                                             */
@@ -107,6 +131,14 @@ struct xbd_domain_info {
  */
 int xbd_domain_create(struct xbd_platform *p, xbd_domid_t domid,
 		      const char *name, uint64_t mem_bytes);
+/*
+ * Local only (xen: -EOPNOTSUPP): give domain domid's directory, its files
+ * and (xbd-xenstored follows the directory) its xenstore socket to uid and
+ * gid, so that user, or that group, can run the guest.  (uid_t)-1 or
+ * (gid_t)-1 leaves that one as it is.  Call before introducing the domain.
+ */
+int xbd_domain_set_owner(struct xbd_platform *p, xbd_domid_t domid,
+			 uid_t uid, gid_t gid);
 /* Local only: mark dying, then remove the domain's files.  -EBUSY while a
  * live process has it claimed (unless force), -ENOENT if absent. */
 int xbd_domain_destroy(struct xbd_platform *p, xbd_domid_t domid, bool force);
@@ -260,7 +292,9 @@ int xbd_evtchn_bind_interdomain(struct xbd_evtchn *e, xbd_domid_t remote,
 int xbd_evtchn_unbind(struct xbd_evtchn *e, xbd_evtchn_port_t port);
 /* Send an event to the peer of port.  Coalesced: costs no syscall when the
  * remote port is already pending or masked (the peer is awake and has not
- * unmasked).  Sent on an unbound port or to a closed peer: dropped, 0. */
+ * unmasked).  Sent on an unbound port or to a closed peer: dropped, 0.
+ * Local platform: -EPROTO when the peer rewrote the port's flags under
+ * every bounded attempt to set them (a hostile peer; unmask likewise). */
 int xbd_evtchn_notify(struct xbd_evtchn *e, xbd_evtchn_port_t port);
 /* Next pending port of this handle (> 0), or -EAGAIN if none.  The port
  * stays masked until xbd_evtchn_unmask(), as with xenevtchn; unmask

@@ -85,6 +85,8 @@ extern const struct platform_ops xbd_xen_ops;
 /* local.c: create rundir (one level) if missing and check it is a
  * writable directory: 0, -ENOENT, -ENOTDIR, -EACCES or -EROFS. */
 int xbd_local_prepare_rundir(const char *rundir);
+int local_domain_set_owner(struct xbd_platform *p, xbd_domid_t domid,
+			   uid_t uid, gid_t gid);
 
 /* xen.c: sets p->impl; 0 or -errno (-ENODEV without a hypervisor). */
 int xbd_xen_init(struct xbd_platform *p);

@@ -7,6 +7,11 @@
  *
  *   xbd-test-eio-fs [-f] MOUNTPOINT --size BYTES
  *                   [--eio-read OFF:LEN]... [--eio-write OFF:LEN]...
+ *                   [--delay-ms MS]
+ *
+ * --delay-ms makes every read and write take MS milliseconds first (slow
+ * storage: tests/system/test_hostile_control.py closes a vbd with I/O
+ * in flight on it).
  *
  * Runs single-threaded (-s), so the operations need no lock; `umount
  * MOUNTPOINT` ends it with status 0.
@@ -19,6 +24,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <time.h>
 
 #define MAX_RANGES 16
 
@@ -32,7 +38,16 @@ static struct {
 	off_t size;
 	struct range rd[MAX_RANGES], wr[MAX_RANGES];
 	unsigned int nrd, nwr;
+	long delay_ms;
 } fs;
+
+static void slow_down(void)
+{
+	struct timespec ts = { fs.delay_ms / 1000, (fs.delay_ms % 1000) * 1000000L };
+
+	while (fs.delay_ms && nanosleep(&ts, &ts) && errno == EINTR)
+		;
+}
 
 static bool hits(const struct range *r, unsigned int n, off_t off, size_t len)
 {
@@ -100,6 +115,7 @@ static int op_read(const char *path, char *buf, size_t len, off_t off,
 	(void)path, (void)fi;
 	if (off < 0)
 		return -EINVAL;
+	slow_down();
 	if (hits(fs.rd, fs.nrd, off, len))
 		return -EIO;
 	len = clamp(off, len);
@@ -113,6 +129,7 @@ static int op_write(const char *path, const char *buf, size_t len, off_t off,
 	(void)path, (void)fi;
 	if (off < 0)
 		return -EINVAL;
+	slow_down();
 	if (hits(fs.wr, fs.nwr, off, len))
 		return -EIO;
 	if (clamp(off, len) < len)
@@ -163,7 +180,7 @@ static int parse_range(const char *s, struct range *r)
 static void usage(FILE *f)
 {
 	fputs("usage: xbd-test-eio-fs [-f] MOUNTPOINT --size BYTES"
-	      " [--eio-read OFF:LEN]... [--eio-write OFF:LEN]...\n"
+	      " [--eio-read OFF:LEN]... [--eio-write OFF:LEN]... [--delay-ms MS]\n"
 	      "Serves one in-memory file, MOUNTPOINT/disk, whose reads and writes\n"
 	      "in the given byte ranges fail with EIO.\n", f);
 }
@@ -189,6 +206,9 @@ int main(int argc, char **argv)
 		} else if (strcmp(a, "--eio-read") == 0 && v && fs.nrd < MAX_RANGES) {
 			if (parse_range(v, &fs.rd[fs.nrd++]))
 				goto bad;
+			i++;
+		} else if (strcmp(a, "--delay-ms") == 0 && v) {
+			fs.delay_ms = strtol(v, NULL, 10);
 			i++;
 		} else if (strcmp(a, "--eio-write") == 0 && v && fs.nwr < MAX_RANGES) {
 			if (parse_range(v, &fs.wr[fs.nwr++]))

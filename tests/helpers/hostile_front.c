@@ -759,6 +759,107 @@ static int sc_flood(struct front *f, int argc, char **argv)
 	return sc_latency_connected(f, 1, one);
 }
 
+/* ---- abandon: close with I/O in flight ------------------------------------ */
+
+/* abandon N: N one-page writes pushed at once, then Closing and Closed
+ * without waiting for a response (a guest that shuts down, or one that
+ * wants the backend's teardown to wait on slow storage). */
+static int sc_abandon(struct front *f, int argc, char **argv)
+{
+	unsigned int n;
+
+	if (argc != 1)
+		return 2;
+	n = (unsigned int)strtoul(argv[0], NULL, 0);
+	if (n > f->nr_ents)
+		n = f->nr_ents;
+	connect_front(f);
+	for (unsigned int i = 0; i < n; i++) {
+		uint8_t buf[STRIDE];
+
+		build(buf, OP_WRITE, 1, i, 8ull * i, &f->data[i % NDATA], 0, 7);
+		memcpy(slot(f, f->prod++), buf, STRIDE);
+	}
+	push(f);
+	usleep(100 * 1000);           /* let the backend take them */
+	xbd_xs_printf(f->xs, XBT_NULL, f->fe, "state", "%d", XenbusStateClosing);
+	xbd_xs_printf(f->xs, XBT_NULL, f->fe, "state", "%d", XenbusStateClosed);
+	printf("abandoned %u\n", n);
+	return 0;
+}
+
+/* ---- bloat: the memory attack of issue 18 (XSA-392 class) ----------------- */
+
+#define OP_INDIRECT 6
+#define BLOAT_SEGS 256
+
+/* One indirect read of BLOAT_SEGS whole pages at sector 0, its segments
+ * cycling over every data page; the segment list is the read-only page
+ * ro[0] (the backend copies it out once per request, so all share it). */
+static void build_bloat(uint8_t *buf, uint64_t id, xbd_grant_ref_t ind)
+{
+	uint16_t nseg = BLOAT_SEGS;
+
+	memset(buf, 0, STRIDE);
+	buf[0] = OP_INDIRECT;
+	buf[1] = OP_READ;
+	memcpy(buf + 2, &nseg, 2);
+	memcpy(buf + 8, &id, 8);
+	memcpy(buf + 28, &ind, 4);
+}
+
+/* bloat SECONDS: persistent grants negotiated, then a ring kept full of
+ * 256-segment (1 MiB) indirect reads for SECONDS, on more grants than
+ * the backend's pool holds (the test lowers max_persistent_grants), so
+ * each one is bounce-copied.  Prints "ready 1" once the first responses
+ * came back, then "requests N", "ok N", "error N"; fails on an error
+ * status, a response that never comes or a wrong id. */
+static int sc_bloat(struct front *f, int argc, char **argv)
+{
+	uint8_t buf[STRIDE], rsp[16];
+	unsigned long sent = 0, ok = 0, err = 0;
+	unsigned int inflight = 0;
+	double end;
+
+	if (argc != 1)
+		return 2;
+	end = now() + strtod(argv[0], NULL);
+	for (unsigned int i = 0; i < BLOAT_SEGS; i++) {      /* the segment list */
+		uint8_t *seg = f->ro_mem + 8 * i;
+		xbd_grant_ref_t ref = f->data[i % NDATA];
+
+		memcpy(seg, &ref, 4);
+		seg[4] = 0;
+		seg[5] = 7;
+	}
+	if (xbd_xs_write(f->xs, XBT_NULL, f->fe, "feature-persistent", "1"))
+		die("writing feature-persistent");
+	connect_front(f);
+	for (;;) {
+		while (inflight < f->nr_ents && now() < end) {
+			build_bloat(buf, sent++, f->ro[0]);
+			memcpy(slot(f, f->prod++), buf, STRIDE);
+			inflight++;
+		}
+		push(f);
+		if (!inflight)
+			break;
+		if (!get_rsp(f, rsp, 20000))
+			die("no response after %lu requests (%u in flight)", ok + err, inflight);
+		inflight--;
+		if (rsp_status(rsp) == RSP_OKAY)
+			ok++;
+		else
+			err++;
+		if (ok + err == 1) {
+			printf("ready 1\n");
+			fflush(stdout);
+		}
+	}
+	printf("requests %lu\nok %lu\nerror %lu\n", sent, ok, err);
+	return err || ok != sent ? 1 : 0;
+}
+
 /* ---- busy: I/O until killed ---------------------------------------------- */
 
 static int sc_busy(struct front *f, int argc, char **argv)
@@ -791,6 +892,60 @@ static int sc_busy(struct front *f, int argc, char **argv)
 	return 0;
 }
 
+/* ---- truncating our own files (issue 18 item 2) ---------------------------- */
+
+/*
+ * truncate memory|gnttab|evtchn: serve a few round trips, then stage an
+ * 11-segment write and cut the file to 0 bytes at the moment the backend
+ * will next touch it: memory (ring and data pages) before the notify,
+ * gnttab (the request's grants are mapped on arrival) before the notify,
+ * evtchn (the backend raises our port with its response) right after.
+ * From then on we touch nothing of ours but xenstore (we would get the
+ * SIGBUS ourselves), wait for the backend to close the disk, print its
+ * error and leave with _exit (our cleanup would touch the files).
+ */
+static int sc_truncate(struct front *f, int argc, char **argv)
+{
+	char path[512], err[256] = "";
+	uint8_t buf[STRIDE];
+	int fd;
+
+	if (argc != 1 || (strcmp(argv[0], "memory") && strcmp(argv[0], "gnttab") &&
+			  strcmp(argv[0], "evtchn")))
+		return 2;
+	snprintf(path, sizeof(path), "%s/dom%u/%s", f->rundir, f->domid, argv[0]);
+	fd = open(path, O_RDWR | O_CLOEXEC);
+	if (fd < 0)
+		die("open %s: %s", path, strerror(errno));
+	connect_front(f);
+	for (unsigned int i = 0; i < 4; i++) {
+		build(buf, OP_WRITE, 1, i, 8ull * i, &f->data[i], 0, 7);
+		if (roundtrip(f, buf) != RSP_OKAY)
+			die("round trip %u failed", i);
+	}
+	build(buf, OP_WRITE, 11, 99, 0, &f->data[8], 0, 7);
+	memcpy(slot(f, f->prod++), buf, STRIDE);
+	hdr(f)[3] = f->rsp_cons + 1;          /* rsp_event: notify us for it */
+	__atomic_store_n(&hdr(f)[0], f->prod, __ATOMIC_RELEASE);
+	__atomic_thread_fence(__ATOMIC_SEQ_CST);
+	if (strcmp(argv[0], "evtchn") == 0) {
+		xbd_evtchn_notify(f->ev, (xbd_evtchn_port_t)f->port);
+		if (ftruncate(fd, 0) < 0)
+			die("ftruncate: %s", strerror(errno));
+	} else {
+		if (ftruncate(fd, 0) < 0)
+			die("ftruncate: %s", strerror(errno));
+		xbd_evtchn_notify(f->ev, (xbd_evtchn_port_t)f->port);
+	}
+	printf("truncated %s\n", argv[0]);
+	fflush(stdout);
+	wait_be(f, XenbusStateClosing);
+	xbd_xs_read_buf(f->xs, XBT_NULL, f->be, "error", err, sizeof(err));
+	printf("be_state closing\nerror %s\n", err);
+	fflush(stdout);
+	_exit(err[0] ? 0 : 1);
+}
+
 /* ---- main ---------------------------------------------------------------- */
 
 static const char usage[] =
@@ -805,7 +960,10 @@ static const char usage[] =
 	"  overrun                     req_prod far beyond the ring\n"
 	"  flip N                      cycle the frontend state N times\n"
 	"  flood N                     N watch events for the backend, then 8 round trips\n"
-	"  busy SECONDS                I/O in a loop (prints 'ready 1' once serving)\n";
+	"  busy SECONDS                I/O in a loop (prints 'ready 1' once serving)\n"
+	"  abandon N                   N writes in flight, then Closed at once\n"
+	"  bloat SECONDS               a full ring of 1 MiB indirect reads (persistent)\n"
+	"  truncate memory|gnttab|evtchn  cut our own file under the backend's I/O\n";
 
 int main(int argc, char **argv)
 {
@@ -818,7 +976,8 @@ int main(int argc, char **argv)
 		{ "io", sc_io }, { "latency", sc_latency }, { "doublefetch", sc_doublefetch },
 		{ "leak", sc_leak }, { "storm", sc_storm }, { "badgrant", sc_badgrant },
 		{ "overrun", sc_overrun }, { "flip", sc_flip }, { "busy", sc_busy },
-		{ "flood", sc_flood },
+		{ "flood", sc_flood }, { "bloat", sc_bloat },
+		{ "abandon", sc_abandon }, { "truncate", sc_truncate },
 	};
 	struct front f = { .vdev = 51712 };
 	int c, rc = 2;

@@ -21,6 +21,14 @@ DISK_BYTES = 8 << 20
 XVDA = 51712
 
 
+def wait_for(cond, what, timeout=10):
+    """Poll cond() until it holds; fail with what after timeout s."""
+    deadline = time.monotonic() + timeout
+    while not cond():
+        assert time.monotonic() < deadline, what
+        time.sleep(0.05)
+
+
 class Proc:
     """A snapshot of what a process holds, from /proc/<pid>."""
 
@@ -33,6 +41,7 @@ class Proc:
         with open(f"{base}/status") as f:
             st = dict(line.split(":", 1) for line in f if ":" in line)
         self.rss_kb = int(st["VmRSS"].split()[0])
+        self.rss_anon_kb = int(st["RssAnon"].split()[0])
         with open(f"{base}/stat") as f:
             fields = f.read().rsplit(")", 1)[1].split()
         tick = os.sysconf("SC_CLK_TCK")
@@ -83,12 +92,14 @@ class Guest:
 
 
 class Host:
-    def __init__(self, daemons, rundir, tmp_path):
+    def __init__(self, daemons, rundir, tmp_path, extra=()):
+        """extra: more xbd-blkback options (tunables, --sysfs=DIR...)."""
         self.rundir, self.tmp = rundir, tmp_path
         self.m = Machine(daemons, rundir)
+        sysfs = [] if any(a.startswith("--sysfs") for a in extra) else ["--sysfs=none"]
         self.backend = daemons.start(
             [binary("xbd-blkback"), "-N", "-p", "local", "-R", rundir,
-             "-l", "info", "--max_queues=2", "--sysfs=none"], name="xbd-blkback")
+             "-l", "info", "--max_queues=2"] + sysfs + list(extra), name="xbd-blkback")
         self.ndisk = 0
 
     def guest(self, name, disk=None, size=DISK_BYTES, vdev="xvda"):

@@ -10,19 +10,12 @@ import time
 import pytest
 
 from conftest import binary
-from hostile_fixtures import DISK_BYTES, host  # noqa: F401  (fixture)
+from hostile_fixtures import DISK_BYTES, host, wait_for  # noqa: F401  (fixture)
 
 
 def dom_mappings(pid, domid):
     with open(f"/proc/{pid}/maps") as f:
         return [line for line in f if f"/dom{domid}/" in line]
-
-
-def wait_for(cond, what, timeout=10):
-    deadline = time.monotonic() + timeout
-    while not cond():
-        assert time.monotonic() < deadline, what
-        time.sleep(0.05)
 
 
 def settled(host, domid):

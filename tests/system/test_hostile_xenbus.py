@@ -2,9 +2,11 @@
 """A frontend abusing xenstore: rapid state flipping (XSA-350) and
 watch-event floods (XSA-349).  The backend must not leak (fds, threads,
 RSS from /proc), must not crash, and must keep serving."""
+import os
 import time
 
 from hostile_fixtures import host  # noqa: F401  (fixture)
+from xenstored_fixtures import XsConn
 
 
 def settle(host, base, slack_fds=0):
@@ -48,3 +50,29 @@ def test_watch_event_flood_is_collapsed(host):
     assert after.rss_kb < base.rss_kb + 64 * 1024, (base, after)
     assert after.fds <= base.fds and after.threads <= base.threads, (base, after)
     assert g.be_state() == "4"
+
+
+def test_guest_text_cannot_forge_a_log_line(host):
+    """Issue 18 item 7: a frontend's `protocol` with a newline and a
+    terminal escape reaches the backend's log and error node escaped."""
+    g = host.guest("forger")
+    host.wait_state(f"{g.be}/state", 2)
+    forged = "x\nxbd-blkback[1]: FORGED\x1b[2J"
+    # the guest itself writes, on its own connection
+    c = XsConn(os.path.join(host.rundir, f"dom{g.domid}", "xenstore.sock"))
+    c.write(f"{g.fe}/protocol", forged)
+    c.write(f"{g.fe}/state", "3")
+    c.close()
+    host.wait_state(f"{g.be}/state", 5)
+    err = host.m.read(f"{g.be}/error")
+    print(f"error node: {err!r}")
+    assert "\n" not in err and "\x1b" not in err, err
+    assert "x\\x0axbd-blkback[1]: FORGED\\x1b[2J" in err, err
+    log = host.backend.log_text()
+    lines = [ln for ln in log.splitlines() if "FORGED" in ln]
+    print("log lines:", lines)
+    assert lines, log
+    for ln in lines:
+        assert not ln.startswith("xbd-blkback[1]"), log
+        assert "\x1b" not in ln, log
+    assert g.be_state() == "5"

@@ -103,7 +103,8 @@ def test_parameters_as_linux(daemons, machine, backends):
     names = set(os.listdir(os.path.join(machine.rundir, "sys", PARAMS)))
     assert set(LINUX) <= names
     assert names - set(LINUX) == {"max_indirect_segments", "grant_copy_max_bytes",
-                                  "io_wait_poll"}
+                                  "io_wait_poll", "max_queue_pages", "max_vbd_pages",
+                                  "max_total_pages", "max_connects_per_second"}
     for name, (default, mode) in LINUX.items():
         st = os.stat(os.path.join(machine.rundir, "sys", PARAMS, name))
         assert stat.S_IMODE(st.st_mode) == mode, name
@@ -121,6 +122,11 @@ def test_echo_semantics(daemons, machine, backends):
     for bad in ("abc", "-1", "1048577", " 5", "5x", "\n", "99999999999999999999999"):
         assert echo(machine, p, bad) == errno.EINVAL, bad
         assert cat(machine, p) == "77\n", bad    # the old value stays
+    # the memory budget (issue 18): at least one request's worth of pages
+    q = f"{PARAMS}/max_queue_pages"
+    assert cat(machine, q) == "16384\n"
+    assert echo(machine, q, "1023") == errno.EINVAL and cat(machine, q) == "16384\n"
+    assert echo(machine, q, "1024") == 0 and cat(machine, q) == "1024\n"
     b = f"{PARAMS}/feature_persistent"
     assert echo(machine, b, "n\n") == 0 and cat(machine, b) == "N\n"
     assert echo(machine, b, "maybe") == errno.EINVAL and cat(machine, b) == "N\n"

@@ -1,7 +1,10 @@
 # SPDX-License-Identifier: MIT
 """xbd domain-create / domain-list / domain-destroy on the local platform
 with a real xbd-xenstored (and xbd-test-platform playing a live guest)."""
+import errno
 import os
+import subprocess
+import sys
 import time
 
 from platform_fixtures import helpers  # noqa: F401  (fixture)
@@ -98,3 +101,49 @@ def test_dead_guest_is_unclaimed(machine, helpers):
     assert listing(machine)[d][1] == f"claimed:{guest.pid}"
     guest.kill()
     assert listing(machine)[d][1] == "unclaimed"
+
+
+CONNECT = ("import socket, sys\n"
+           "s = socket.socket(socket.AF_UNIX)\n"
+           "try:\n"
+           "    s.connect(sys.argv[1])\n"
+           "except OSError as e:\n"
+           "    print(e.errno); sys.exit(1)\n"
+           "print('connected')\n")
+
+
+def connect_as(uid, gid, path):
+    p = subprocess.run(["setpriv", f"--reuid={uid}", f"--regid={gid}",
+                        "--clear-groups", sys.executable, "-c", CONNECT, path],
+                       capture_output=True, text=True, timeout=30)
+    return p.stdout.strip()
+
+
+def test_domain_socket_is_for_root_and_its_owner(machine):
+    """Issue 18 item 5: a per-domain xenstore socket is 0600 root (or the
+    owner --user/--group name), so uid 65534 cannot act as the domain."""
+    os.chmod(machine.rundir, 0o755)       # only the socket's mode protects
+    plain = machine.create("plain")
+    sock = os.path.join(machine.rundir, f"dom{plain}", "xenstore.sock")
+    st = os.stat(sock)
+    print(f"dom{plain}: mode {st.st_mode & 0o777:o} uid {st.st_uid}")
+    assert st.st_mode & 0o777 == 0o600 and st.st_uid == 0
+    assert connect_as(65534, 65534, sock) == str(errno.EACCES)
+    assert connect_as(0, 0, sock) == "connected"
+
+    mine = machine.create("nobodys", "--user", "65534")
+    sock = os.path.join(machine.rundir, f"dom{mine}", "xenstore.sock")
+    st = os.stat(sock)
+    assert st.st_mode & 0o777 == 0o600 and st.st_uid == 65534
+    assert os.stat(os.path.join(machine.rundir, f"dom{mine}", "memory")).st_uid == 65534
+    assert connect_as(65534, 65534, sock) == "connected"
+    assert connect_as(65533, 65533, sock) == str(errno.EACCES)
+
+    grp = machine.create("groups", "--group", "4242")
+    sock = os.path.join(machine.rundir, f"dom{grp}", "xenstore.sock")
+    st = os.stat(sock)
+    assert st.st_mode & 0o777 == 0o660 and st.st_gid == 4242
+    assert connect_as(65534, 4242, sock) == "connected"
+    assert connect_as(65534, 65534, sock) == str(errno.EACCES)
+    assert "unknown user" in machine.fail("domain-create", "x", "--user",
+                                          "no-such-user-xbd", code=2)

@@ -15,6 +15,7 @@
 #include <cmocka.h>
 
 #include "backend/queue.h"
+#include "backend/tunables.h"
 #include "test_be_guest.h"
 #include "test_be_loop.h"
 
@@ -33,6 +34,7 @@ static int setup(void **state)
 
 	memset(&fx, 0, sizeof(fx));
 	fx.st.fd = -1;
+	tun_init();              /* the memory budget's limits, among others */
 	if (guest_up(&fx.g))
 		return -1;
 	fx.fd = tmp_backing_file(fx.file, 4u << 20);

@@ -8,10 +8,13 @@
  * calling be_dev_changed() after each change, as the watch would.
  */
 #include <errno.h>
+#include <poll.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <time.h>
+#include <unistd.h>
 #include <cmocka.h>
 
 #include "backend/tunables.h"
@@ -360,6 +363,86 @@ static void test_overrun_is_fatal_for_that_disk(void **state)
 	be_dev_remove(d);
 }
 
+static uint64_t mono_now(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+/* Wait (bounded) for the reaper's eventfd, then let the device act. */
+static int reaped(struct backend_dev *d)
+{
+	struct pollfd pfd = { be_dev_reap_fd(d), POLLIN, 0 };
+
+	assert_true(pfd.fd >= 0);
+	assert_int_equal(poll(&pfd, 1, 10000), 1);
+	return be_dev_reaped(d);
+}
+
+/* Connect (or be deferred) on a fresh one-page ring. */
+static void fe_connect(struct fx *fx, struct backend_dev *d)
+{
+	gring_close(&fx->g, &fx->gr[0]);
+	gring_share(&fx->g, &fx->gr[0], 0, RING_ABI_X86_64);
+	write_queue(fx, FE1, &fx->gr[0], true);
+	fe_state(fx, FE1, XenbusStateInitialised);
+	assert_int_equal(be_dev_changed(d), 0);
+}
+
+/* The daemon's control plane: queues stopped on a reaper thread (the
+ * device waits, says Closed only once they are), and connects of one
+ * domain rate-limited (deferred with a timer, not refused). */
+static void test_async_teardown_and_connect_rate(void **state)
+{
+	struct fx *fx = *state;
+	struct be_rates rates = { 0 };
+	struct backend_dev *d;
+	uint64_t at;
+
+	fx->ctx.async_teardown = true;
+	fx->ctx.rates = &rates;
+	assert_int_equal(tun_set(TUN_MAX_CONNECTS_PER_SECOND, "1", true), 0);
+	toolstack_attach(fx, BE1, FE1, "w");
+	assert_int_equal(be_dev_probe(&fx->ctx, BE1, &d), 0);
+	fe_connect(fx, d);
+	assert_int_equal(be_state(fx, BE1), XenbusStateConnected);
+	gring_roundtrip(&fx->g, &fx->gr[0], 0, 0, 1);
+
+	fe_state(fx, FE1, XenbusStateClosed);
+	assert_int_equal(be_dev_changed(d), 0);          /* the reaper runs */
+	assert_null(d->queues);
+	assert_int_equal(be_dev_changed(d), 0);          /* waits: no change */
+	assert_int_equal(reaped(d), 0);
+	assert_int_equal(be_state(fx, BE1), XenbusStateClosed);
+	assert_int_equal(be_dev_reap_fd(d), -1);
+
+	/* a second connect within the second: deferred, with a timer */
+	fe_state(fx, FE1, XenbusStateInitialising);
+	assert_int_equal(be_dev_changed(d), 0);
+	assert_int_equal(be_state(fx, BE1), XenbusStateInitWait);
+	fe_connect(fx, d);
+	assert_int_equal(be_state(fx, BE1), XenbusStateInitWait);
+	assert_true(d->retry_ns != 0);
+	at = d->retry_ns;
+	assert_true(be_dev_timeout_ms(d, at - 1000000) > 0);
+	assert_false(be_dev_timer(d, at - 1));
+	for (int ms; (ms = be_dev_timeout_ms(d, mono_now())) > 0;)
+		usleep((useconds_t)ms * 1000);               /* at most a second */
+	assert_true(be_dev_timer(d, mono_now()));
+	assert_int_equal(be_dev_changed(d), 0);          /* the bucket allows */
+	assert_int_equal(be_state(fx, BE1), XenbusStateConnected);
+	gring_roundtrip(&fx->g, &fx->gr[0], 64, 2, 3);
+
+	/* removal with queues: the reaper first, then the device goes */
+	assert_int_equal(xbd_xs_rm(fx->xs, XBT_NULL, BE1, NULL), 0);
+	assert_int_equal(be_dev_changed(d), 0);
+	assert_int_equal(reaped(d), BE_DEV_REMOVE);
+	be_dev_remove(d);
+	free(rates.e);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -367,6 +450,8 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_bad_frontend_keys, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_probe_failures_and_read_only, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_overrun_is_fatal_for_that_disk, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_async_teardown_and_connect_rate, setup,
+						teardown),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -288,6 +288,51 @@ static void test_indirect_over_grants(void **state)
 	check_id(&fx->fe, 2, BLKIF_OP_READ, BLKIF_RSP_ERROR);
 }
 
+/* Five 256-page indirect reads in one push: n fit the budget, the rest
+ * wait on the ring (nothing more is taken) and go once pages come back;
+ * every one succeeds, and everything charged is given back. */
+static void five_big_reads(struct fx *fx, uint64_t id)
+{
+	struct blkif_request_segment s[256];
+
+	for (unsigned int i = 0; i < 256; i++)
+		s[i] = (struct blkif_request_segment){ fx->g.rw[i], 0, 7 };
+	for (unsigned int i = 0; i < 5; i++)
+		fe_indirect(&fx->fe, BLKIF_OP_READ, id + i, 0, 256, fx->g.ro[0],
+			    fx->g.ro_mem, s);
+	fe_push(&fx->fe);
+	fe_wait(&fx->fe, 5);
+	for (unsigned int i = 0; i < 5; i++)
+		check_id(&fx->fe, id + i, BLKIF_OP_READ, BLKIF_RSP_OKAY);
+}
+
+static void test_budget_waits_not_fails(void **state)
+{
+	struct fx *fx = *state;
+	struct gnt_budget vbd = { 0 };
+
+	assert_int_equal(start(fx, false), 0);           /* 256 segments: mapped */
+	gnt_xport_budget(&fx->x, &vbd);
+	/* the queue's own budget: four requests' pages, the fifth waits */
+	assert_int_equal(tun_set(TUN_MAX_QUEUE_PAGES, "1024", true), 0);
+	five_big_reads(fx, 10);
+	assert_true(fx->stats.mem_waits >= 1 && fx->x.stats.budget_waits >= 1);
+	assert_true(fx->x.stats.mapped == 5 && fx->x.maps_out == 0);
+	assert_true(fx->x.charged == 0 && vbd.pages == 0 && gnt_budget_total() == 0);
+	/* the vbd's budget: the same, and the other queues are squeezed */
+	uint64_t sq = gnt_squeeze_until(), waits = fx->stats.mem_waits;
+	assert_int_equal(tun_set(TUN_MAX_QUEUE_PAGES, "16384", true), 0);
+	assert_int_equal(tun_set(TUN_MAX_VBD_PAGES, "1024", true), 0);
+	five_big_reads(fx, 20);
+	assert_true(fx->stats.mem_waits > waits && gnt_squeeze_until() > sq);
+	assert_true(fx->x.charged == 0 && vbd.pages == 0 && gnt_budget_total() == 0);
+	/* below every limit nothing waits */
+	assert_int_equal(tun_set(TUN_MAX_VBD_PAGES, "32768", true), 0);
+	waits = fx->stats.mem_waits;
+	five_big_reads(fx, 30);
+	assert_true(fx->stats.mem_waits == waits);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -297,6 +342,7 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_copy_small_map_large, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_unusable_grants, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_indirect_over_grants, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_budget_waits_not_fails, setup, teardown),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -60,11 +60,48 @@ static void test_filtering(void **state)
 	assert_non_null(strstr(buf, "debug: now shown"));
 }
 
+/* A peer's text is escaped: no byte of it can end or start a line. */
+static void test_escape(void **state)
+{
+	char out[XBD_LOG_ESC_SIZE], longer[200];
+	(void)state;
+	assert_string_equal(xbd_log_escape(out, sizeof(out), "x86_64-abi"), "x86_64-abi");
+	assert_string_equal(xbd_log_escape(out, sizeof(out), "a\nb\x1b[2Jc\\"),
+			    "a\\x0ab\\x1b[2Jc\\\\");
+	assert_string_equal(xbd_log_escape(out, sizeof(out), "\xff\x7f"), "\\xff\\x7f");
+	memset(longer, 'A', sizeof(longer) - 1);
+	longer[sizeof(longer) - 1] = '\0';
+	xbd_log_escape(out, sizeof(out), longer);
+	assert_int_equal(strlen(out), XBD_LOG_ESC_KEEP + 3);
+	assert_string_equal(out + XBD_LOG_ESC_KEEP, "...");
+	/* a small buffer cuts earlier and stays terminated */
+	assert_string_equal(xbd_log_escape(out, 8, "\n\n\n"), "\\x0a...");
+	/* every escaped byte of a worst-case input fits the documented size */
+	memset(longer, '\n', sizeof(longer) - 1);
+	xbd_log_escape(out, sizeof(out), longer);
+	assert_int_equal(strlen(out), XBD_LOG_ESC_KEEP * 4 + 3);
+}
+
+/* Whatever reached the message, one call writes one line. */
+static void test_one_line(void **state)
+{
+	char buf[512];
+	(void)state;
+	xbd_log_init("test_log", XBD_LOG_WARN, false);
+	capture(XBD_LOG_ERR, "proto x\ntest_log[1]: error: forged\x1b]0;t\x07", buf,
+		sizeof(buf));
+	assert_null(strstr(buf, "\ntest_log[1]"));
+	assert_non_null(strstr(buf, "proto x\\x0atest_log[1]: error: forged\\x1b]0;t\\x07\n"));
+	assert_ptr_equal(strchr(buf, '\n'), buf + strlen(buf) - 1);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_parse_levels),
 		cmocka_unit_test(test_filtering),
+		cmocka_unit_test(test_escape),
+		cmocka_unit_test(test_one_line),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

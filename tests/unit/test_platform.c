@@ -27,6 +27,8 @@
 #include <xen/grant_table.h>
 
 #include "platform/platform.h"
+#include "platform/local.h"
+#include "tests/unit/slot_trap.h"
 
 #define MiB (1ull << 20)
 
@@ -726,6 +728,192 @@ static void test_hostile_tables(void **state)
 	xbd_evtchn_close(e);
 }
 
+/* Start addresses of this process's mappings of path, into out (max n). */
+static int maps_of(const char *path, uintptr_t *out, int n)
+{
+	FILE *f = fopen("/proc/self/maps", "r");
+	char line[512];
+	int k = 0;
+
+	assert_non_null(f);
+	while (k < n && fgets(line, sizeof(line), f)) {
+		char *name = strchr(line, '/');
+
+		if (name && strncmp(name, path, strlen(path)) == 0 &&
+		    name[strlen(path)] == '\n')
+			out[k++] = (uintptr_t)strtoull(line, NULL, 16);
+	}
+	fclose(f);
+	return k;
+}
+
+/* Issue 18 item 8: a guest that rewrites its port's flags between every
+ * load and CAS of ours (slot_trap: each access is single-stepped and the
+ * word flipped after it) gets -EPROTO after a bounded number of tries;
+ * before, notify spun for ever. */
+static void test_evtchn_cas_bounded(void **state)
+{
+	struct fixture *f = *state;
+	uintptr_t before[8], after[8], mine = 0;
+	struct xbd_evtchn *g, *b;
+	char path[128];
+	int gport, bport, nb, na, rc;
+
+	snprintf(path, sizeof(path), "%s/dom1/evtchn", f->rundir);
+	assert_int_equal(xbd_evtchn_open(f->p, 1, &g), 0);
+	gport = xbd_evtchn_bind_unbound_port(g, 0);
+	assert_true(gport > 0);
+	nb = maps_of(path, before, 8);
+	assert_int_equal(xbd_evtchn_open(f->p, 0, &b), 0);
+	bport = xbd_evtchn_bind_interdomain(b, 1, (xbd_evtchn_port_t)gport);
+	assert_true(bport > 0);
+	na = maps_of(path, after, 8);
+	for (int i = 0; i < na; i++) {
+		bool old = false;
+
+		for (int j = 0; j < nb; j++)
+			old |= after[i] == before[j];
+		if (!old)
+			mine = after[i];   /* the backend handle's view of dom1 */
+	}
+	assert_true(mine != 0);
+	uint8_t *slot = (uint8_t *)mine + (size_t)gport * sizeof(struct local_port) +
+			offsetof(struct local_port, flags);
+	uint8_t *page = (uint8_t *)((uintptr_t)slot & ~(uintptr_t)4095);
+
+	arm_trap(page, slot, 4);
+	rc = xbd_evtchn_notify(b, (xbd_evtchn_port_t)bport);
+	disarm_trap();
+	assert_int_equal(rc, -EPROTO);
+	assert_true(trap.reads[0] >= LOCAL_CAS_TRIES);
+	assert_true(trap.reads[0] <= LOCAL_CAS_TRIES + 2);
+	/* the guest stopped fighting: events flow again */
+	*(uint32_t *)(void *)slot = 0;
+	assert_int_equal(xbd_evtchn_notify(b, (xbd_evtchn_port_t)bport), 0);
+	assert_int_equal(xbd_evtchn_pending(g), gport);
+	xbd_evtchn_close(b);
+	xbd_evtchn_close(g);
+}
+
+struct flipper {
+	uint32_t *word;
+	uint32_t a, b;
+	volatile bool stop;
+	unsigned long flips;
+};
+
+static void *flip_main(void *arg)
+{
+	struct flipper *fl = arg;
+
+	while (!fl->stop) {
+		__atomic_store_n(fl->word, fl->a, __ATOMIC_RELAXED);
+		__atomic_store_n(fl->word, fl->b, __ATOMIC_RELAXED);
+		__atomic_fetch_add(&fl->flips, 1, __ATOMIC_RELAXED);
+	}
+	return NULL;
+}
+
+/* The same with a real thread flipping the word as fast as it can: every
+ * notify and unmask returns, 0 or -EPROTO, and nothing spins. */
+static void test_evtchn_cas_flipper(void **state)
+{
+	struct fixture *f = *state;
+	struct xbd_evtchn *g, *b;
+	struct local_port *gports, *bports;
+	struct flipper fl = { 0 };
+	pthread_t t;
+	int gport, bport, fd, hostile = 0;
+	char path[128];
+
+	assert_int_equal(xbd_evtchn_open(f->p, 1, &g), 0);
+	assert_int_equal(xbd_evtchn_open(f->p, 0, &b), 0);
+	gport = xbd_evtchn_bind_unbound_port(g, 0);
+	bport = xbd_evtchn_bind_interdomain(b, 1, (xbd_evtchn_port_t)gport);
+	assert_true(gport > 0 && bport > 0);
+	snprintf(path, sizeof(path), "%s/dom1/evtchn", f->rundir);
+	fd = open(path, O_RDWR);
+	gports = mmap(NULL, LOCAL_NR_PORTS * sizeof(*gports), PROT_READ | PROT_WRITE,
+		      MAP_SHARED, fd, 0);
+	close(fd);
+	snprintf(path, sizeof(path), "%s/dom0/evtchn", f->rundir);
+	fd = open(path, O_RDWR);
+	bports = mmap(NULL, LOCAL_NR_PORTS * sizeof(*bports), PROT_READ | PROT_WRITE,
+		      MAP_SHARED, fd, 0);
+	close(fd);
+	assert_true(gports != MAP_FAILED && bports != MAP_FAILED);
+
+	/* never pending, so every notify must CAS */
+	fl = (struct flipper){ .word = &gports[gport].flags, .a = 0x100, .b = 0x200 };
+	assert_int_equal(pthread_create(&t, NULL, flip_main, &fl), 0);
+	while (__atomic_load_n(&fl.flips, __ATOMIC_RELAXED) == 0)
+		sched_yield();
+	for (int i = 0; i < 20000; i++) {
+		int rc = xbd_evtchn_notify(b, (xbd_evtchn_port_t)bport);
+
+		assert_true(rc == 0 || rc == -EPROTO);
+		hostile += rc == -EPROTO;
+	}
+	fl.stop = true;
+	pthread_join(t, NULL);
+	print_message("notify: %d of 20000 gave up (%lu flips)\n", hostile, fl.flips);
+
+	/* always masked, never pending, so every unmask must CAS */
+	hostile = 0;
+	fl = (struct flipper){ .word = &bports[bport].flags,
+			       .a = PORT_MASKED | 0x100, .b = PORT_MASKED | 0x200 };
+	assert_int_equal(pthread_create(&t, NULL, flip_main, &fl), 0);
+	while (__atomic_load_n(&fl.flips, __ATOMIC_RELAXED) == 0)
+		sched_yield();
+	for (int i = 0; i < 20000; i++) {
+		int rc = xbd_evtchn_unmask(b, (xbd_evtchn_port_t)bport);
+
+		assert_true(rc == 0 || rc == -EPROTO);
+		hostile += rc == -EPROTO;
+	}
+	fl.stop = true;
+	pthread_join(t, NULL);
+	print_message("unmask: %d of 20000 gave up (%lu flips)\n", hostile, fl.flips);
+	munmap(gports, LOCAL_NR_PORTS * sizeof(*gports));
+	munmap(bports, LOCAL_NR_PORTS * sizeof(*bports));
+	while (xbd_evtchn_pending(g) != -EAGAIN)
+		;
+	while (xbd_evtchn_pending(b) != -EAGAIN)
+		;
+	xbd_evtchn_close(b);
+	xbd_evtchn_close(g);
+}
+
+/* Issue 18 item 2: the guest truncates its memory under a backend's
+ * mapping; with xbd_fault_catch() the access completes on a zero page and
+ * is counted for the guest's domain instead of killing the process. */
+static void test_truncated_memory_is_caught(void **state)
+{
+	struct fixture *f = *state;
+	volatile uint8_t *m;
+	xbd_grant_ref_t ref;
+	char path[128];
+	uint8_t *g;
+	uint32_t before;
+
+	assert_int_equal(xbd_fault_catch(f->rundir), 0);
+	assert_int_equal(xbd_gntshr_share_pages(f->gs, 0, 1, &ref, true, (void **)&g), 0);
+	g[100] = 0x5a;
+	assert_int_equal(xbd_gnttab_map(f->gt, 1, 1, &ref, PROT_READ | PROT_WRITE,
+					(void **)&m), 0);
+	assert_int_equal(m[100], 0x5a);
+	before = xbd_fault_count(1);
+	snprintf(path, sizeof(path), "%s/dom1/memory", f->rundir);
+	assert_int_equal(truncate(path, 0), 0);
+	assert_int_equal(m[100], 0);          /* SIGBUS without the catch */
+	m[200] = 7;                            /* the same private page now */
+	assert_int_equal(m[200], 7);
+	assert_int_equal(xbd_fault_count(1), before + 1);
+	assert_int_equal(xbd_fault_count(2), 0);
+	assert_int_equal(xbd_gnttab_unmap(f->gt, (void *)m, 1), 0);
+	signal(SIGBUS, SIG_DFL);
+}
+
 static void test_domain_rules(void **state)
 {
 	struct fixture *f = *state;
@@ -777,6 +965,9 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_gntshr_threads, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_hostile_tables, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_domain_rules, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_evtchn_cas_bounded, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_truncated_memory_is_caught, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_evtchn_cas_flipper, setup, teardown),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
