@@ -58,7 +58,7 @@ static const char *const stat_names[] = {
 	"oo_req", "rd_req", "wr_req", "f_req", "ds_req", "rd_sect", "wr_sect",
 	"inflight", "latency_us", "pool_pages_free", "pool_pages_in_use",
 	"persistent_grants", "squeezes", "evt_in", "evt_out",
-	"adopted", "replayed_req", "mem_waits", "budget_pages",
+	"adopted", "replayed_req", "mem_waits", "budget_pages", "errors",
 };
 enum { NR_STATS = sizeof(stat_names) / sizeof(stat_names[0]) };
 
@@ -209,7 +209,7 @@ static int render_stat(const struct node *n, char *buf, size_t len)
 		s.oo_req, s.rd_req, s.wr_req, s.f_req, s.ds_req, s.rd_sect, s.wr_sect,
 		s.inflight, 0, v.pages_free, v.pages_in_use, v.grants_mapped, v.squeezes,
 		s.evt_in, s.evt_out,
-		s.adopted, s.replayed_req, s.mem_waits, v.budget_pages,
+		s.adopted, s.replayed_req, s.mem_waits, v.budget_pages, s.errors,
 	};
 	if (strcmp(stat_names[n->idx], "latency_us"))
 		return snprintf(buf, len, "%" PRIu64 "\n", val[n->idx]);
