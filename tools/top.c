@@ -180,6 +180,14 @@ static struct row *find_row(struct top *t, const char *name, bool *is_new)
 	return r;
 }
 
+/* Names and paths are shown on a terminal: no control characters. */
+static void printable(char *s)
+{
+	for (; *s; s++)
+		if ((unsigned char)*s < 0x20 || *s == 0x7f)
+			*s = '?';
+}
+
 /* Guest name and params from xenstore; the tree's storage node (when the
  * backend has one) names the storage better than params. */
 static void describe(struct top *t, struct row *r, const char *dir)
@@ -189,7 +197,7 @@ static void describe(struct top *t, struct row *r, const char *dir)
 	read_line(dir, "state", r->state, sizeof(r->state));
 	read_line(dir, "storage", r->storage, sizeof(r->storage));
 	if (!t->xs)
-		return;
+		goto out;
 	snprintf(path, sizeof(path), "/local/domain/%u", r->domid);
 	if (!r->guest[0] &&
 	    xbd_xs_read_buf(t->xs, XBT_NULL, path, "name", r->guest, sizeof(r->guest)))
@@ -199,6 +207,10 @@ static void describe(struct top *t, struct row *r, const char *dir)
 	    xbd_xs_read_buf(t->xs, XBT_NULL, nodename, "params", r->storage,
 			    sizeof(r->storage)))
 		r->storage[0] = '\0';
+out:
+	printable(r->guest);
+	printable(r->storage);
+	printable(r->state);
 }
 
 /* Sample the counters in dir into the row of name (the vbd's own
@@ -368,13 +380,18 @@ static int cmp_vbd(const struct row *a, const struct row *b)
 static enum key sort_key;
 static bool sort_reverse;
 static const struct row *sort_base;
+static unsigned int sort_n;
 
 /* Queue rows sort with their vbd and stay below it in queue order. */
 static const struct row *vbd_of(const struct row *r)
 {
-	for (const struct row *v = sort_base;; v++)
+	for (unsigned int i = 0; i < sort_n; i++) {
+		const struct row *v = &sort_base[i];
+
 		if (v->queue < 0 && v->domid == r->domid && v->devid == r->devid)
 			return v;
+	}
+	return r;       /* its vbd's row could not be allocated */
 }
 
 static int cmp_vbds(const struct row *a, const struct row *b)
@@ -415,6 +432,7 @@ static void sort_rows(struct top *t)
 	/* vbd_of() looks in a stable copy while qsort moves the rows */
 	memcpy(copy, t->rows, t->n * sizeof(*copy));
 	sort_base = copy;
+	sort_n = t->n;
 	sort_key = t->key;
 	sort_reverse = t->reverse;
 	qsort(t->rows, t->n, sizeof(*t->rows), cmp_rows);
@@ -692,8 +710,10 @@ static void wait_keys(struct top *t, int ms, bool *quit)
 		if (poll(&p, 1, (int)left + 1) <= 0)
 			continue;
 		n = read(STDIN_FILENO, buf, sizeof(buf));
+		if (n < 0 && errno == EINTR)
+			continue;
 		if (n <= 0) {
-			*quit = n == 0;           /* the terminal went away */
+			*quit = true;             /* the terminal went away */
 			return;
 		}
 		for (ssize_t i = 0; i < n; i++)
