@@ -509,7 +509,7 @@ static int wait_for_cqe(struct be_io *io, int timeout_ms)
 	else {
 		struct __kernel_timespec ts = {
 			.tv_sec = timeout_ms / 1000,
-			.tv_nsec = (timeout_ms % 1000) * 1000000ll,
+			.tv_nsec = (timeout_ms % 1000) * 1000000LL,
 		};
 		rc = io_uring_submit_and_wait_timeout(&io->uring, &cqe, 1, &ts, NULL);
 	}

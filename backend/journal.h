@@ -54,8 +54,11 @@ struct be_journal_id {
 	uint32_t order, abi, persistent;
 	uint32_t remote_port;
 	uint32_t ring_refs[1u << RING_MAX_ORDER];   /* unused ones zero */
-	uint32_t pad;                 /* zero: no implicit padding (memcmp) */
+	uint32_t pad[2];              /* zero: no implicit padding (memcmp) */
 };
+_Static_assert(sizeof(struct be_journal_id) ==
+	       offsetof(struct be_journal_id, pad) + 2 * sizeof(uint32_t),
+	       "be_journal_id is compared with memcmp: no padding");
 
 struct be_journal;
 

@@ -205,6 +205,7 @@ static int render_stat(const struct node *n, char *buf, size_t len)
 	int off = 0;
 
 	gather(n, &s, &v);
+	/* one value per stat_names[] entry, in its order */
 	uint64_t val[NR_STATS] = {
 		s.oo_req, s.rd_req, s.wr_req, s.f_req, s.ds_req, s.rd_sect, s.wr_sect,
 		s.inflight, 0, v.pages_free, v.pages_in_use, v.grants_mapped, v.squeezes,

@@ -76,7 +76,8 @@ void be_dev_remove(struct backend_dev *d);
  * Report a failure the frontend or the toolstack caused, as
  * xenbus_dev_fatal: "<errno> <message>" in the error nodes, state
  * Closing, and the queues stopped.  neg_errno must be a literal or a
- * just-assigned -errno (STYLE anti-pattern 3).
+ * just-assigned -errno, never a leftover variable (CONTRIBUTING.md,
+ * "Peer-visible failures go through one helper").
  */
 void be_fatal(struct backend_dev *d, int neg_errno, const char *fmt, ...)
 	__attribute__((format(printf, 3, 4)));

@@ -3,8 +3,8 @@
  * lib/blkif: the blkif wire layouts and ring arithmetic shared by both ends.
  *
  * <xen/io/blkif.h> describes the build machine's native layout only, and
- * its ring macros hand out pointers into the shared page (STYLE.md,
- * anti-pattern 2).  Both ends of xbd speak x86_64-abi and x86_32-abi, so
+ * its ring macros hand out pointers into the shared page (CONTRIBUTING.md,
+ * "Tables, not token pasting").  Both ends of xbd speak x86_64-abi and x86_32-abi, so
  * the two layouts are written out here, once, with every padding byte
  * named and every size and offset checked by static_assert (against
  * blkif.h too where the layout is the native one).  The constants

@@ -9,7 +9,8 @@ libxen-dev xen-utils-4.17 xenstore-utils
 liburing-dev libfuse3-dev fuse3 tmux
 libcmocka-dev python3 python3-pytest python3-pyxs
 fio dpkg-dev nbdkit libnbd-dev qemu-system-common gnuplot-nox
-clang libclang-rt-14-dev valgrind util-linux procps psmisc"
+clang libclang-rt-14-dev valgrind util-linux procps psmisc groff-base
+cppcheck clang-tidy"
 # dpkg-dev: dpkg-source, which scripts/fio-src.sh unpacks fio's source
 # package with (the fio engine builds on fio's own headers).
 # `make check-xen` (tests/xen: Xen + a Linux PV dom0 booted under

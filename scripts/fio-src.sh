@@ -67,7 +67,11 @@ rm -rf "$tree"
 (cd "$dir" && dpkg-source --no-check -x fio_"$upver"-*.dsc "fio-$upver" >/dev/null)
 # Debian's configure line (debian/rules) less the GUI and engines that
 # need libraries we do not install: neither changes a header we use.
-(cd "$tree" && ./configure --disable-native --prefix=/usr >configure.log 2>&1) || {
+# Without the caller's CFLAGS/CPPFLAGS/LDFLAGS (dpkg-buildflags under
+# `make deb`): configure's probes would see ours, not fio's, and a probe
+# failing on -D_FORTIFY_SOURCE or -Werror=... misdescribes fio's build.
+(cd "$tree" && env -u CFLAGS -u CPPFLAGS -u LDFLAGS \
+	./configure --disable-native --prefix=/usr >configure.log 2>&1) || {
 	echo "fio-src: fio's configure failed, see $tree/configure.log" >&2
 	exit 1
 }

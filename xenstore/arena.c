@@ -1,9 +1,10 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * Scratch arena: one per request (STYLE.md example 13).  Every temporary
- * string a handler builds (canonical paths, reply payloads) comes from the
- * request's arena and is freed in one go once the reply is queued, so no
- * handler has a cleanup path for its scratch memory (XSA-416).
+ * Scratch arena: one per request (CONTRIBUTING.md, "Tables, not token
+ * pasting").  Every temporary string a handler builds (canonical paths,
+ * reply payloads) comes from the request's arena and is freed in one go
+ * once the reply is queued, so no handler has a cleanup path for its
+ * scratch memory (XSA-416).
  */
 #include "xenstored.h"
 

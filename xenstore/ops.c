@@ -1,7 +1,8 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * Wire operations: one table indexed by message type (STYLE.md example
- * 13), one scratch arena per request.
+ * Wire operations: one table indexed by message type
+ * (CONTRIBUTING.md, "Tables, not token pasting"), one scratch arena per
+ * request.
  *
  * ops_process() copies the payload once (NUL-terminated) into the arena,
  * checks the type, the privilege and the transaction id in that order, as
@@ -250,10 +251,8 @@ static int create_node(struct request *req, const char *path,
 		chain[i] = new_child(req, p, anc, i == depth ? value : "",
 				     i == depth ? vlen : 0);
 	for (size_t i = 0; i <= depth; i++) {
-		if (!chain[i])
-			ret = -ENOMEM;
-		else if (i < depth &&
-			 node_add_child(chain[i], path_basename(chain[i + 1]->path)))
+		if (!chain[i] || (i < depth &&
+		    node_add_child(chain[i], path_basename(chain[i + 1]->path))))
 			ret = -ENOMEM;
 		else if (!ret)
 			ret = check_store(req, chain[i], i ? NULL : anc, &mem);

@@ -123,8 +123,8 @@ static struct job *jobs;                /* under engine_lock */
 
 /* ---- options ------------------------------------------------------------- */
 
-#define STR_OPT(n, field, h, d) { .name = n, .lname = n, .type = FIO_OPT_STR_STORE, \
-	.off1 = offsetof(struct xbd_eo, field), .help = h, .def = d, \
+#define STR_OPT(n, field, h, d) { .name = (n), .lname = (n), .type = FIO_OPT_STR_STORE, \
+	.off1 = offsetof(struct xbd_eo, field), .help = (h), .def = (d), \
 	.category = FIO_OPT_C_ENGINE, .group = FIO_OPT_G_INVALID }
 
 static struct fio_option options[] = {

@@ -20,4 +20,7 @@ $(ENGINE_OBJ): CPPFLAGS = -D_GNU_SOURCE -I. -isystem $(FIO_TREE) \
 	-DXBD_FIO_VERSION='"$(shell cat $(FIO_TREE)/xbd-fio-version 2>/dev/null)"'
 
 SHLIBS += xbd-fio
+# installed as $(PREFIX)/lib/xbd/xbd-fio.so (man/xbd-fio.7)
+INSTALL_EXTRA += install -D -m 0644 $(O)/lib/xbd-fio.so \
+	$(DESTDIR)$(PREFIX)/lib/xbd/xbd-fio.so || exit 1;
 xbd-fio_SRCS := frontend/fio/engine.c $(FRONTEND_LIB_SRCS)

@@ -389,13 +389,13 @@ static void frontend_key(const struct fz_key *k, const uint8_t *val, size_t len)
 	char dir[96], key[32], v[64];
 
 	if (k->sel & 0x80)
-		snprintf(dir, sizeof(dir), "%s/queue-%u", FE_PATH, k->idx >> 5);
+		snprintf(dir, sizeof(dir), "%s/queue-%u", FE_PATH, (unsigned int)(k->idx >> 5));
 	else
 		snprintf(dir, sizeof(dir), "%s", FE_PATH);
 	if (key_names[k->sel & 15])
 		snprintf(key, sizeof(key), "%s", key_names[k->sel & 15]);
 	else
-		snprintf(key, sizeof(key), "ring-ref%u", k->idx & 31);
+		snprintf(key, sizeof(key), "ring-ref%u", (unsigned int)(k->idx & 31));
 	memcpy(v, val, len);
 	v[len] = 0;
 	put(dir, key, v);
@@ -462,12 +462,12 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	g_ports = h.ports;
 	nmapped_refs = 0;
 	tun_init();
-	snprintf(num, sizeof(num), "%u", h.max_queues % 8 + 1);
+	snprintf(num, sizeof(num), "%u", (unsigned int)(h.max_queues % 8 + 1));
 	CHECK(!tun_set(TUN_MAX_QUEUES, num, false));
-	snprintf(num, sizeof(num), "%u", h.max_order % 6);
+	snprintf(num, sizeof(num), "%u", (unsigned int)(h.max_order % 6));
 	CHECK(!tun_set(TUN_MAX_RING_PAGE_ORDER, num, false));
 	CHECK(!tun_set(TUN_FEATURE_PERSISTENT, h.flags & 1 ? "1" : "0", false));
-	snprintf(num, sizeof(num), "%u", h.max_indirect % 1025);
+	snprintf(num, sizeof(num), "%u", (unsigned int)(h.max_indirect % 1025));
 	tun_set(TUN_MAX_INDIRECT_SEGMENTS, num, false);   /* may be out of range */
 
 	toolstack_keys(h.flags & 2);
@@ -482,7 +482,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 			frontend_key(&k, val, len);
 		}
 		if (!(h.flags & 8)) {
-			snprintf(num, sizeof(num), "%u", h.fe_state % 8);
+			snprintf(num, sizeof(num), "%u", (unsigned int)(h.fe_state % 8));
 			put(FE_PATH, "state", num);
 		}
 		be_dev_changed(d);

@@ -293,7 +293,9 @@ static int evt_ack(void *ctx)
 	uint64_t v;
 
 	(void)ctx;
-	return read(evt_fd, &v, sizeof(v)) == sizeof(v) ? 0 : 0;
+	if (read(evt_fd, &v, sizeof(v)) != sizeof(v))
+		return 0;       /* nothing pending: not an error here */
+	return 0;
 }
 
 static int evt_notify(void *ctx)

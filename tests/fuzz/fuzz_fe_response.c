@@ -228,7 +228,8 @@ static void put_rsp(struct be_state *b, const struct fz_rsp *in)
 	uint32_t open[1024], n = 0;
 	uint64_t id = in->raw_id;
 	uint8_t op = 0, *s = slot(b, b->bprod);
-	int16_t status = in->status;
+	/* sign-extended on purpose: blkif statuses are small negatives */
+	int16_t status = in->status;    // NOLINT(bugprone-signed-char-misuse,cert-str34-c)
 
 	b->bprod++;
 	if (in->mode & 2)

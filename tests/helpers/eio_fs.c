@@ -220,7 +220,7 @@ int main(int argc, char **argv)
 			goto bad;
 		}
 	}
-	if (fs.size <= 0 || fs.size > (1ll << 30) || nf < 5)
+	if (fs.size <= 0 || fs.size > (1LL << 30) || nf < 5)
 		goto bad;
 	fs.data = calloc(1, (size_t)fs.size);
 	if (!fs.data) {

@@ -162,6 +162,12 @@ def test_devices_and_max_queues_next_connection(daemons, machine, backends, tmp_
                     "wr_sect"):
         assert cat(machine, f"{vbd}/statistics/{counter}") == "0\n"
         assert echo(machine, f"{vbd}/statistics/{counter}", "5") == errno.EACCES
+    # each statistic once (a name listed twice once shifted the values of
+    # adopted and replayed_req onto the duplicates)
+    names = os.listdir(os.path.join(machine.rundir, "sys", vbd, "statistics"))
+    assert len(names) == len(set(names)), sorted(names)
+    assert {"adopted", "replayed_req", "persistent_grants"} <= set(names)
+    assert cat(machine, f"{vbd}/statistics/adopted") == "0\n"
     assert echo(machine, f"{vbd}/mode", "r") == errno.EACCES
     assert machine.read(f"{be}/multi-queue-max-queues") == "2"
 

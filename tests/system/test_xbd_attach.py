@@ -6,7 +6,7 @@ The golden node set is what libxl 4.17 writes for a phy vbd
 libxl__device_generic_add at RELEASE-4.17.7): keys, values and permissions
 of the backend, frontend and /libxl directories, and nothing else.  The
 same keys, values and backend/frontend permissions were observed from the
-real `xl block-attach` on Xen 4.17 by ../shared/xenvm (its README, phase A).
+real `xl block-attach` on Xen 4.17 (make check-xen boots it: tests/xen).
 """
 import os
 import subprocess

@@ -269,7 +269,7 @@ static void test_copy_batch(void **state)
 {
 	struct fixture *f = *state;
 	xbd_grant_ref_t rw, ro;
-	uint8_t *grw, *gro, buf[XBD_PAGE_SIZE], out[16];
+	uint8_t *grw, *gro, buf[XBD_PAGE_SIZE], out[16] = { 0 };
 	struct xbd_gnttab_copy_seg segs[6] = { 0 };
 
 	assert_int_equal(xbd_gntshr_share_pages(f->gs, 0, 1, &rw, true, (void **)&grw), 0);

@@ -43,8 +43,10 @@ static void load_abi(const char *file)
 	char line[256], *p;
 	FILE *f = fopen(file, "re");
 
-	if (!f)
+	if (!f) {
 		fail_msg("%s: %s", file, strerror(errno));
+		return;
+	}
 	while (fgets(line, sizeof(line), f)) {
 		if (strncmp(line, "What:", 5) || !(p = strstr(line, "/sys/")))
 			continue;

@@ -203,7 +203,8 @@ static const char *op(struct peer *p, uint32_t type, uint32_t tx,
 
 	memcpy(buf, a, la);
 	if (b)
-		memcpy(buf + la, b, lb);	/* WRITE: raw value after the path */
+		/* WRITE: the raw value after the path, not NUL-terminated */
+		memcpy(buf + la, b, lb);        // NOLINT(bugprone-not-null-terminated-result)
 	request(p, type, tx, buf, (uint32_t)(la + lb), out);
 	return out;
 }
