@@ -138,6 +138,10 @@ def test_json_with_queues(guest):
         assert [v["vdev"] for v in vbds] == [BUSY, IDLE], vbds  # iops first
         busy, idle = vbds
         assert busy["guest"] == "g1" and busy["queues"] == 2
+        # the tree's storage node (driver and target) when it has one
+        assert busy["storage"] in (
+            "raw " + os.path.join(guest.rundir, "busy.img"),
+            os.path.join(guest.rundir, "busy.img")), busy
         assert busy["rd_iops"] > 0 and busy["wr_iops"] > 0, busy
         assert busy["lat_p50_us"] is not None
         assert busy["lat_p99_us"] >= busy["lat_p50_us"], busy
