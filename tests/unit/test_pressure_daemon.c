@@ -99,6 +99,28 @@ static void check_abi(struct fx *fx)
 
 /* ---- the tests ---------------------------------------------------------------- */
 
+/* statistics/errors counts the answers that were not OKAY: an unknown
+ * operation (EOPNOTSUPP) and a read past the end (ERROR) of the 16 MiB
+ * disk; the vbd's sum and its queue's file agree. */
+static void check_errors(struct fx *fx)
+{
+	struct vbd *v = &fx->v[0];
+	RING_IDX old = v->r.prod;
+	uint64_t id;
+	int16_t st;
+
+	assert_int_equal(sys_read(fx, VBD "statistics/errors"), 0);
+	put_req11(fx, v, 42, 0, 0);
+	put_req11(fx, v, BLKIF_OP_READ, (16 << 20) / 512, 0);
+	push(&v->r, old);
+	get_rsp(&v->r, &id, &st);
+	assert_int_equal(st, BLKIF_RSP_EOPNOTSUPP);
+	get_rsp(&v->r, &id, &st);
+	assert_int_equal(st, BLKIF_RSP_ERROR);
+	assert_int_equal(sys_read(fx, VBD "statistics/errors"), 2);
+	assert_int_equal(sys_read(fx, VBD "queue-0/errors"), 2);
+}
+
 /* Lowering max_persistent_grants live: the mapped grants fall to it
  * within the LRU interval (100 ms, plus the queue's tick). */
 static void test_lru_live(void **state)
@@ -115,6 +137,7 @@ static void test_lru_live(void **state)
 	assert_int_equal(sys_read(fx, VBD "queue-0/persistent_grants"), 220);
 	assert_int_equal(sys_read(fx, VBD "statistics/wr_req"), 20);
 	assert_int_equal(sys_read(fx, VBD "statistics/rd_sect"), 20 * SEGS * 8);
+	check_errors(fx);
 	assert_int_equal(sys_write(fx, PARAM "max_persistent_grants", "100\n"), 0);
 	t0 = mono_ms();
 	while ((got = sys_read(fx, VBD "statistics/persistent_grants")) > 100 &&
