@@ -218,7 +218,7 @@ static void test_write_then_read(void **state)
 	assert_memory_equal(page(fx, 12), want + 6144, 2048);
 	assert_true(fx->stats.wr_req == 1 && fx->stats.rd_req == 1);
 	assert_true(fx->stats.wr_sect == 16 && fx->stats.rd_sect == 16);
-	assert_true(fx->stats.inflight == 0);
+	assert_true(fx->stats.inflight == 0 && fx->stats.errors == 0);
 	assert_true(fx->acks >= 1);   /* the kicks came through the io_uring poll */
 	/* the statistics count every kick taken and every notification sent */
 	assert_true(fx->stats.evt_in == fx->acks && fx->stats.evt_out == fx->notifies);
@@ -345,6 +345,7 @@ static void test_rejections(void **state)
 	assert_true(fx->stats.rd_sect == 8);   /* only the good read did I/O */
 	assert_true(fx->stats.rd_req == 3 && fx->stats.wr_req == 1);
 	assert_true(fx->stats.inflight == 0);
+	assert_int_equal(fx->stats.errors, 5);  /* every answer but the good read */
 }
 
 static void test_overrun_breaks_ring(void **state)
@@ -474,6 +475,10 @@ static void test_replay_from_journal(void **state)
 	assert_int_equal(be_journal_load(path, &id, fx->ring.nr_ents, 0, &plan, &j), 0);
 	assert_int_equal(plan.n, 2);
 	assert_int_equal(ring_adopt(&fx->ring, plan.req_cons), 0);
+	/* the first act on an adopted ring: one notification (issue 20) */
+	assert_int_equal(be_io_announce(&fx->io), 0);
+	assert_int_equal(fx->notifies, 1);
+	assert_int_equal(fx->stats.evt_out, 1);
 	assert_int_equal(be_io_replay(&fx->io, &plan), 0);
 	fx->io.cfg.journal = j;
 	fe_push(&fx->fe);
