@@ -313,5 +313,7 @@ def test_shipped_unit_passes_pressure_auto():
     unit = os.path.join(os.path.dirname(__file__), "..", "..", "tools",
                         "hotplug", "xbd-blkback.service.in")
     with open(unit) as f:
-        execs = [line for line in f if line.startswith("ExecStart=")]
-    assert len(execs) == 1 and "--pressure auto" in execs[0], execs
+        lines = f.read().splitlines()
+    execs = [line for line in lines if line.startswith("ExecStart=")]
+    assert len(execs) == 1 and "$XBD_BLKBACK_PRESSURE" in execs[0], execs
+    assert "Environment=XBD_BLKBACK_PRESSURE=--pressure=auto" in lines, lines
