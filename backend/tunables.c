@@ -77,6 +77,31 @@ static const struct tunable table[TUN_COUNT] = {
 		"max_connects_per_second", TUN_UINT, 20, 0, 1000000, 0644,
 		"Connects of one frontend domain's vbds per second, with as many in a "
 		"burst; more are deferred, not refused; 0: no limit (xbd only)" },
+	/* I/O limits of new vbds (limit.h); the toolstack's nodes win */
+	[TUN_DEFAULT_READ_IOPS] = {
+		"default_read_iops", TUN_UINT, 0, 0, 1ull << 48, 0644,
+		"Read requests per second a new vbd may do; 0: no limit (xbd only)" },
+	[TUN_DEFAULT_WRITE_IOPS] = {
+		"default_write_iops", TUN_UINT, 0, 0, 1ull << 48, 0644,
+		"Write requests per second a new vbd may do; 0: no limit (xbd only)" },
+	[TUN_DEFAULT_READ_BPS] = {
+		"default_read_bps", TUN_UINT, 0, 0, 1ull << 48, 0644,
+		"Bytes per second a new vbd may read; 0: no limit (xbd only)" },
+	[TUN_DEFAULT_WRITE_BPS] = {
+		"default_write_bps", TUN_UINT, 0, 0, 1ull << 48, 0644,
+		"Bytes per second a new vbd may write; 0: no limit (xbd only)" },
+	[TUN_DEFAULT_READ_IOPS_BURST] = {
+		"default_read_iops_burst", TUN_UINT, 0, 0, 1ull << 48, 0644,
+		"Read requests a new vbd may do at once above read_iops; 0: a tenth of a second's worth (xbd only)" },
+	[TUN_DEFAULT_WRITE_IOPS_BURST] = {
+		"default_write_iops_burst", TUN_UINT, 0, 0, 1ull << 48, 0644,
+		"Write requests a new vbd may do at once above write_iops; 0: a tenth of a second's worth (xbd only)" },
+	[TUN_DEFAULT_READ_BPS_BURST] = {
+		"default_read_bps_burst", TUN_UINT, 0, 0, 1ull << 48, 0644,
+		"Bytes a new vbd may read at once above read_bps; 0: a tenth of a second's worth (xbd only)" },
+	[TUN_DEFAULT_WRITE_BPS_BURST] = {
+		"default_write_bps_burst", TUN_UINT, 0, 0, 1ull << 48, 0644,
+		"Bytes a new vbd may write at once above write_bps; 0: a tenth of a second's worth (xbd only)" },
 };
 
 /* Written by the control thread, read by any (relaxed). */
