@@ -269,6 +269,10 @@ unsigned int devtab_pollfds(struct devtab *t, struct pollfd *fds, unsigned int m
 
 		if (rfd >= 0 && k < max)
 			fds[k++] = (struct pollfd){ rfd, POLLIN, 0 };
+		int sfd = storage_watch_fd(&t->dev[i]->st);
+
+		if (sfd >= 0 && k < max)
+			fds[k++] = (struct pollfd){ sfd, POLLIN, 0 };
 		for (unsigned int q = 0; q < t->dev[i]->nr_queues && k < max; q++)
 			fds[k++] = (struct pollfd){ t->dev[i]->queues[q].done_fd, POLLIN, 0 };
 	}
@@ -291,12 +295,17 @@ void devtab_queue_done(struct devtab *t, int fd)
 		}
 		return;
 	}
-	for (unsigned int i = 0; i < t->n; i++)
+	for (unsigned int i = 0; i < t->n; i++) {
+		if (storage_watch_fd(&t->dev[i]->st) == fd) {
+			be_dev_storage_event(t->dev[i]);
+			return;
+		}
 		for (unsigned int q = 0; q < t->dev[i]->nr_queues; q++)
 			if (t->dev[i]->queues[q].done_fd == fd) {
 				be_dev_queue_done(t->dev[i], q);
 				return;
 			}
+	}
 }
 
 void devtab_dump_stats(const struct devtab *t, FILE *f)

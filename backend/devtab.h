@@ -31,12 +31,14 @@ int devtab_start(struct devtab *t, const struct be_ctx *ctx);
  * connect and disconnect per write).  0 or -errno (connection lost). */
 int devtab_events(struct devtab *t);
 
-/* Poll entries for the done_fd of every running queue and the eventfd
- * of every reaper (xenbus.h), after base[0..n); returns how many were
- * added (at most max). */
+/* Poll entries for the done_fd of every running queue, the eventfd of
+ * every reaper (xenbus.h) and each device's storage watch fd
+ * (storage.h), after base[0..n); returns how many were added (at most
+ * max). */
 unsigned int devtab_pollfds(struct devtab *t, struct pollfd *fds, unsigned int max);
-/* A done_fd polled readable: report its queue through be_fatal; or a
- * reaper's: the device's teardown is over, act on its state. */
+/* A done_fd polled readable: report its queue through be_fatal; a
+ * reaper's: the device's teardown is over, act on its state; a storage
+ * watch fd: be_dev_storage_event(). */
 void devtab_queue_done(struct devtab *t, int fd);
 
 /* The ms until devtab_timers() has work (deferred connects, teardown

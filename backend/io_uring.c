@@ -25,6 +25,8 @@
  * pointer, with bit 0 set on the flush that precedes a write. */
 #define UD_EVT   2u
 #define UD_STOP  4u
+#define UD_SD_IN  8u     /* the storage driver's fd polled for POLLIN */
+#define UD_SD_OUT 16u    /* ... and for POLLOUT */
 #define UD_TAGS  4096u
 #define UD_FLUSH 1u
 
@@ -53,16 +55,47 @@ static int reserve_sqes(struct be_io *io, unsigned int k)
 	return io_uring_sq_space_left(&io->uring) >= k ? 0 : -EBUSY;
 }
 
-static int arm_poll(struct be_io *io, int fd, uint64_t tag)
+static int arm_poll_for(struct be_io *io, int fd, uint64_t tag, short events)
 {
 	int rc = reserve_sqes(io, 1);
 
 	if (rc)
 		return rc;
 	struct io_uring_sqe *sqe = io_uring_get_sqe(&io->uring);
-	io_uring_prep_poll_add(sqe, fd, POLLIN);
+	io_uring_prep_poll_add(sqe, fd, (unsigned int)events);
 	io_uring_sqe_set_data64(sqe, tag);
 	return 0;
+}
+
+static int arm_poll(struct be_io *io, int fd, uint64_t tag)
+{
+	return arm_poll_for(io, fd, tag, POLLIN);
+}
+
+/*
+ * A driver with a socket (storage.h): poll it for what it wants, one
+ * one-shot poll per direction at a time.  A poll armed on a connection
+ * the driver has since dropped still ends (the driver shuts the socket
+ * down before closing it), and only then is the new one polled.
+ */
+static int arm_storage(struct be_io *io)
+{
+	short ev;
+	int fd = storage_queue_poll(io->cfg.storage, io->sq, &ev), rc = 0;
+
+	if (fd < 0)
+		return 0;
+	if ((ev & POLLIN) && !io->sd_in_armed) {
+		rc = arm_poll_for(io, fd, UD_SD_IN, POLLIN);
+		io->sd_in_armed = !rc;
+		io->sd_in_fd = fd;
+	}
+	if (!rc && (ev & POLLOUT) && !io->sd_out_armed) {
+		rc = arm_poll_for(io, fd, UD_SD_OUT, POLLOUT);
+		io->sd_out_armed = !rc;
+		io->sd_out_fd = fd;
+	}
+	return rc;
 }
 
 static int alloc_slots(struct be_io *io)
@@ -92,6 +125,14 @@ static int alloc_slots(struct be_io *io)
 	return 0;
 }
 
+static void handle_cqe(struct be_io *io, uint64_t ud, int res);
+
+/* A completion from a driver that does not post CQEs (storage.h). */
+static void loop_complete(void *ctx, uint64_t tag, int res)
+{
+	handle_cqe(ctx, tag, res);
+}
+
 int be_io_init(struct be_io *io, const struct be_io_cfg *cfg)
 {
 	int rc;
@@ -110,6 +151,11 @@ int be_io_init(struct be_io *io, const struct be_io_cfg *cfg)
 	if (rc)
 		goto out;
 	io->uring_ready = true;
+	io->loop = (struct storage_loop){ &io->uring, loop_complete, io };
+	rc = storage_queue_open(cfg->storage, cfg->queue_index, io->nr_slots,
+				&io->loop, &io->sq);
+	if (rc)
+		goto out;
 	rc = arm_poll(io, cfg->evt_fd, UD_EVT);
 	if (!rc && cfg->stop_fd >= 0)
 		rc = arm_poll(io, cfg->stop_fd, UD_STOP);
@@ -164,54 +210,49 @@ static void push(struct be_io *io)
 
 /* ---- Submitting ---------------------------------------------------------- */
 
-static void queue_flush(struct be_io *io, struct be_pending *p, bool link)
-{
-	struct io_uring_sqe *sqe = io_uring_get_sqe(&io->uring);
-
-	io_uring_prep_fsync(sqe, io->cfg.storage->fd, IORING_FSYNC_DATASYNC);
-	if (link)
-		sqe->flags |= IOSQE_IO_LINK;   /* the data goes after the flush */
-	io_uring_sqe_set_data64(sqe, (uintptr_t)p | UD_FLUSH);
-	p->cqes_left++;
-}
-
-static void queue_rw(struct be_io *io, struct be_pending *p)
-{
-	struct io_uring_sqe *sqe = io_uring_get_sqe(&io->uring);
-	off_t off = (off_t)(p->v.sector << 9);
-
-	if (p->v.kind == VREQ_READ)
-		io_uring_prep_readv(sqe, io->cfg.storage->fd, p->iov, p->v.nr_segs, off);
-	else
-		io_uring_prep_writev(sqe, io->cfg.storage->fd, p->iov, p->v.nr_segs, off);
-	io_uring_sqe_set_data64(sqe, (uintptr_t)p);
-	p->cqes_left++;
-}
-
-static int discard_status(int rc)
+static int rsp_status(int rc)
 {
 	if (rc == -EOPNOTSUPP)
 		return BLKIF_RSP_EOPNOTSUPP;
 	return rc ? BLKIF_RSP_ERROR : BLKIF_RSP_OKAY;
 }
 
-static int submit_discard(struct be_io *io, struct be_pending *p)
+/* Hand one storage request to the driver.  A synchronous answer counts as
+ * the request's status; a queued one as a completion still to come. */
+static void submit_one(struct be_io *io, struct be_pending *p,
+		       const struct storage_req *r)
 {
-	const struct storage *st = io->cfg.storage;
-	uint64_t off = p->v.sector << 9, len = p->v.nr_sectors << 9;
+	int rc = storage_submit(io->cfg.storage, io->sq, r);
 
-	if (!len)
-		return BLKIF_RSP_OKAY;
-	if (st->is_blkdev)
-		return discard_status(storage_discard(st, off, len, p->v.secure));
-	if (reserve_sqes(io, 1))
-		return BLKIF_RSP_ERROR;
-	struct io_uring_sqe *sqe = io_uring_get_sqe(&io->uring);
-	io_uring_prep_fallocate(sqe, st->fd, STORAGE_PUNCH_MODE, (off_t)off, (off_t)len);
-	io_uring_sqe_set_data64(sqe, (uintptr_t)p);
-	p->cqes_left = 1;
+	if (rc == STORAGE_QUEUED)
+		p->cqes_left++;
+	else if (rc < 0 && p->status == BLKIF_RSP_OKAY)
+		p->status = rsp_status(rc);
+}
+
+/* What the driver said at once, or IO_SUBMITTED while some is to come. */
+static int submitted(struct be_io *io, struct be_pending *p)
+{
+	if (!p->cqes_left)
+		return p->status;
 	io->inflight++;
 	return IO_SUBMITTED;
+}
+
+static int submit_discard(struct be_io *io, struct be_pending *p)
+{
+	struct storage_req r = {
+		.op = p->v.secure ? STORAGE_DISCARD_SECURE : STORAGE_DISCARD,
+		.off = p->v.sector << 9, .len = p->v.nr_sectors << 9,
+		.tag = (uintptr_t)p,
+	};
+
+	if (!r.len)
+		return BLKIF_RSP_OKAY;
+	if (reserve_sqes(io, 1))
+		return BLKIF_RSP_ERROR;
+	submit_one(io, p, &r);
+	return submitted(io, p);
 }
 
 /* Queue the SQEs of a checked request.  IO_SUBMITTED, or the status to
@@ -221,6 +262,7 @@ static int submit(struct be_io *io, struct be_pending *p)
 	struct be_stats *s = io->cfg.stats;
 	enum vreq_kind k = p->v.kind;
 	bool data = p->v.nr_segs > 0, flush = k == VREQ_FLUSH || k == VREQ_BARRIER;
+	int st;
 
 	if (k == VREQ_DISCARD)
 		return submit_discard(io, p);
@@ -241,15 +283,24 @@ static int submit(struct be_io *io, struct be_pending *p)
 			return BLKIF_RSP_ERROR;   /* a grant that does not map */
 		p->mapped = true;
 	}
-	if (flush)
-		queue_flush(io, p, data);
-	if (data)
-		queue_rw(io, p);
+	if (flush) {
+		struct storage_req f = { .op = STORAGE_FLUSH, .link = data,
+					 .tag = (uintptr_t)p | UD_FLUSH };
+		submit_one(io, p, &f);
+	}
+	if (data && p->status == BLKIF_RSP_OKAY) {
+		struct storage_req d = {
+			.op = k == VREQ_READ ? STORAGE_READ : STORAGE_WRITE,
+			.off = p->v.sector << 9, .len = p->v.nr_sectors << 9,
+			.iov = p->iov, .iovcnt = p->v.nr_segs, .tag = (uintptr_t)p,
+		};
+		submit_one(io, p, &d);
+	}
 	be_stat_add(k == VREQ_READ ? &s->rd_sect : &s->wr_sect, p->v.nr_sectors);
-	io->inflight++;
-	if (k == VREQ_BARRIER)
+	st = submitted(io, p);
+	if (st == IO_SUBMITTED && k == VREQ_BARRIER)
 		io->barrier = p;
-	return IO_SUBMITTED;
+	return st;
 }
 
 static void submit_or_answer(struct be_io *io, struct be_pending *p)
@@ -439,16 +490,34 @@ static int cqe_status(const struct be_pending *p, uint64_t ud, int res)
 	return res == -EOPNOTSUPP ? BLKIF_RSP_EOPNOTSUPP : BLKIF_RSP_ERROR;
 }
 
+/* The driver's socket polled ready (or the poll ended: the connection it
+ * was armed on is gone, and the driver's fd is another one now). */
+static void storage_fd_ready(struct be_io *io, uint64_t ud, int res)
+{
+	short ev;
+	int fd = storage_queue_poll(io->cfg.storage, io->sq, &ev);
+	int armed_fd = ud == UD_SD_IN ? io->sd_in_fd : io->sd_out_fd;
+
+	if (ud == UD_SD_IN)
+		io->sd_in_armed = false;
+	else
+		io->sd_out_armed = false;
+	if (res > 0 && fd >= 0 && fd == armed_fd)
+		storage_queue_ready(io->cfg.storage, io->sq, (short)res);
+}
+
 static void handle_cqe(struct be_io *io, uint64_t ud, int res)
 {
 	struct be_pending *p;
 	int st;
 
-	if (ud == UD_EVT || ud == UD_STOP) {
+	if (ud < UD_TAGS) {
 		if (ud == UD_EVT)
 			io->kicked = true;
-		else
+		else if (ud == UD_STOP)
 			io->stopping = true;
+		else if (ud == UD_SD_IN || ud == UD_SD_OUT)
+			storage_fd_ready(io, ud, res);
 		return;
 	}
 	p = (struct be_pending *)(uintptr_t)(ud & ~(uint64_t)UD_FLUSH);
@@ -523,17 +592,24 @@ static int wait_for_cqe(struct be_io *io, int timeout_ms)
 	return rc == -ETIME || rc == -EINTR || rc >= 0 ? 0 : rc;
 }
 
+static bool has_tick(const struct be_io *io)
+{
+	return io->cfg.xport->tick || storage_queue_has_tick(io->cfg.storage);
+}
+
 static void tick(struct be_io *io)
 {
 	uint64_t now;
 
-	if (!io->cfg.xport->tick)
+	if (!has_tick(io))
 		return;
 	now = now_ns();
 	if (now - io->last_tick_ns < BE_IO_TICK_MS * 1000000ull)
 		return;
 	io->last_tick_ns = now;
-	io->cfg.xport->tick(io->cfg.xport_ctx, now);
+	if (io->cfg.xport->tick)
+		io->cfg.xport->tick(io->cfg.xport_ctx, now);
+	storage_queue_tick(io->cfg.storage, io->sq, now);
 }
 
 int be_io_run_once(struct be_io *io, int timeout_ms)
@@ -542,6 +618,9 @@ int be_io_run_once(struct be_io *io, int timeout_ms)
 
 	if (io->waiting && be_limit_active(io->cfg.limit))   /* wake to retry */
 		timeout_ms = be_limit_timeout_ms(&io->limit_wait, timeout_ms, now_ns());
+	rc = arm_storage(io);
+	if (rc < 0)
+		return rc;
 	/* A broken ring is not waited on: in-flight I/O still completes. */
 	rc = wait_for_cqe(io, crc < 0 ? 0 : timeout_ms);
 	if (rc < 0)
@@ -573,7 +652,7 @@ int be_io_run(struct be_io *io)
 	int rc;
 
 	/* Wake at least every tick for the transport's housekeeping. */
-	while ((rc = be_io_run_once(io, io->cfg.xport->tick ? BE_IO_TICK_MS : -1)) == 0)
+	while ((rc = be_io_run_once(io, has_tick(io) ? BE_IO_TICK_MS : -1)) == 0)
 		;
 	return rc == 1 ? 0 : rc;
 }
@@ -591,11 +670,15 @@ void be_io_destroy(struct be_io *io)
 				complete(io, p, BLKIF_RSP_ERROR);
 				break;
 			}
-			if (wait_for_cqe(io, -1) < 0)
+			if (arm_storage(io) < 0 ||
+			    wait_for_cqe(io, has_tick(io) ? BE_IO_TICK_MS : -1) < 0)
 				break;
 			reap(io);
+			tick(io);
 		}
 		push(io);
+		storage_queue_close(io->cfg.storage, io->sq);
+		io->sq = NULL;
 		io_uring_queue_exit(&io->uring);
 		io->uring_ready = false;
 	}

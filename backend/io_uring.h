@@ -5,8 +5,9 @@
  * be_io_run_once() is the whole queue loop: take requests off the shared
  * ring (ring_fetch_req), validate the private copy (request.c), make the
  * data addressable through the transport (grants: map, persistent cache or
- * copy), submit readv/writev/fdatasync/fallocate on the storage fd, and
- * turn completions into responses.  The thread sleeps in exactly one
+ * copy), submit reads/writes/flushes/discards through the storage driver
+ * (storage/storage.h: the raw driver's are SQEs in this io_uring, a socket
+ * driver's fd is polled here too), and turn completions into responses.  The thread sleeps in exactly one
  * place, with the event-channel fd and the stop fd polled through the same
  * io_uring (IORING_OP_POLL_ADD), so a kick, a stop and a completion all
  * end the sleep as a CQE.  Where it sleeps is the wait mode:
@@ -118,12 +119,17 @@ struct be_io_cfg {
 	struct be_journal *journal; /* in-flight journal (journal.h); NULL: none */
 	enum be_io_wait wait;       /* 0: as the io_wait_poll tunable says */
 	struct be_limit *limit;     /* the vbd's I/O limits (limit.h); NULL: none */
+	unsigned int queue_index;   /* for the storage driver (connections) */
 };
 
 struct be_io {
 	struct be_io_cfg cfg;
 	struct io_uring uring;
 	bool uring_ready;
+	struct storage_loop loop;   /* what the storage driver sees of us */
+	struct storage_queue *sq;   /* this queue's side of the storage */
+	bool sd_in_armed, sd_out_armed;  /* driver fd polls in io_uring */
+	int sd_in_fd, sd_out_fd;    /* the fd each was armed on */
 	bool wait_poll;             /* BE_IO_WAIT_POLL, resolved at init */
 	struct be_pending *slots;   /* ring->nr_ents of them */
 	unsigned int nr_slots;

@@ -5,7 +5,7 @@ BACKEND_SRCS := $(wildcard backend/*.c backend/storage/*.c)
 
 PROGS += xbd-blkback
 xbd-blkback_SRCS := $(BACKEND_SRCS)
-xbd-blkback_LDLIBS := -luring -lfuse3
+xbd-blkback_LDLIBS := -luring -lfuse3 -lnbd -lrbd -lrados
 
 $(O)/lib/libxbdbackend.a: $(call obj,$(BACKEND_SRCS))
 	@mkdir -p $(dir $@)
@@ -15,11 +15,11 @@ $(O)/lib/libxbdbackend.a: $(call obj,$(BACKEND_SRCS))
 all: $(O)/lib/libxbdbackend.a
 
 # Unit tests that link the io_uring engine need liburing.
-test_io_uring_LDLIBS := -luring
-test_gnt_LDLIBS := -luring
-test_be_queue_LDLIBS := -luring
-test_pressure_LDLIBS := -luring
-test_pressure_daemon_LDLIBS := -luring
+test_io_uring_LDLIBS := -luring -lnbd -lrbd -lrados
+test_gnt_LDLIBS := -luring -lnbd -lrbd -lrados
+test_be_queue_LDLIBS := -luring -lnbd -lrbd -lrados
+test_pressure_LDLIBS := -luring -lnbd -lrbd -lrados
+test_pressure_daemon_LDLIBS := -luring -lnbd -lrbd -lrados
 
 # The transport micro-benchmark (not installed): make be-xport-bench, then
 # $(O)/bench/xbd-be-xport-bench [iterations].  See Documentation/backend.md.
@@ -30,7 +30,7 @@ $(O)/bench/xbd-be-xport-bench: $(call obj,$(XPORT_BENCH_SRCS)) $(LIBXBD)
 	$(CC) $(LDFLAGS) -o $@ $(filter %.o,$^) $(LIBXBD) $(XEN_LIBS) -lm
 .PHONY: be-xport-bench
 be-xport-bench: $(O)/bench/xbd-be-xport-bench
-test_be_xenbus_LDLIBS := -luring
+test_be_xenbus_LDLIBS := -luring -lnbd -lrbd -lrados
 
 # One queue serving an in-process guest: make be-queue-bench, then
 # $(O)/bench/xbd-be-queue-bench FILE [--bs B] [--qd N] [--write] ...
@@ -38,7 +38,7 @@ QUEUE_BENCH_SRCS := backend/bench/queue_bench.c $(filter-out backend/main.c \
 	backend/devtab.c backend/xenbus.c backend/sysfs.c,$(BACKEND_SRCS))
 $(O)/bench/xbd-be-queue-bench: $(call obj,$(QUEUE_BENCH_SRCS)) $(LIBXBD)
 	@mkdir -p $(dir $@)
-	$(CC) $(LDFLAGS) -o $@ $(filter %.o,$^) $(LIBXBD) -luring $(XEN_LIBS) -lm
+	$(CC) $(LDFLAGS) -o $@ $(filter %.o,$^) $(LIBXBD) -luring -lnbd -lrbd -lrados $(XEN_LIBS) -lm
 .PHONY: be-queue-bench
 be-queue-bench: $(O)/bench/xbd-be-queue-bench
 
@@ -47,3 +47,4 @@ $(call obj,backend/sysfs.c): CPPFLAGS += $(shell pkg-config --cflags fuse3)
 
 # The page pool's benchmark (bench/pool/, make bench).
 include bench/pool/module.mk
+test_storage_LDLIBS := -luring -lnbd -lrbd -lrados

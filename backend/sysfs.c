@@ -51,7 +51,8 @@ static const enum dir_id fixed_parent[] = {
 	[D_BUS] = D_ROOT, [D_XENBACKEND] = D_BUS, [D_DEVICES] = D_XENBACKEND,
 };
 
-static const char *const attr_names[] = { "mode", "physical_device", "state", "nodename" };
+static const char *const attr_names[] = { "mode", "physical_device", "state", "nodename",
+					   "storage" };
 enum { NR_ATTRS = sizeof(attr_names) / sizeof(attr_names[0]) };
 
 /* Linux's statistics first (their order in xenbus.c), then ours. */
@@ -236,10 +237,13 @@ static int render_attr(const struct node *n, char *buf, size_t len)
 		return snprintf(buf, len, "%s\n", d->read_only ? "r" : "w");
 	case 1:     /* Linux's "%x:%x"; a file has no device number: 0:0 */
 		return snprintf(buf, len, "%x:%x\n",
-				d->st.is_blkdev ? major(d->st.rdev) : 0,
-				d->st.is_blkdev ? minor(d->st.rdev) : 0);
+				major(d->st.rdev), minor(d->st.rdev));
 	case 2:
 		return snprintf(buf, len, "%s\n", xbd_xenbus_state_name(d->state));
+	case 4:     /* xbd: the driver and its target (storage.h) */
+		return snprintf(buf, len, "%s %s\n",
+				storage_is_open(&d->st) ? d->st.driver : "none",
+				storage_is_open(&d->st) ? d->st.target : "-");
 	default:
 		return snprintf(buf, len, "%s\n", d->be_path);
 	}

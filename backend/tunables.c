@@ -77,6 +77,11 @@ static const struct tunable table[TUN_COUNT] = {
 		"max_connects_per_second", TUN_UINT, 20, 0, 1000000, 0644,
 		"Connects of one frontend domain's vbds per second, with as many in a "
 		"burst; more are deferred, not refused; 0: no limit (xbd only)" },
+	[TUN_STORAGE_OUTAGE_MS] = {
+		"storage_outage_ms", TUN_UINT, 30000, 0, 1u << 30, 0644,
+		"Network storage (nbd, qcow2, rbd): how long a lost connection stalls the "
+		"I/O of disks opened from now on before it fails; the disk works "
+		"again once the store is back (xbd only)" },
 	/* I/O limits of new vbds (limit.h); the toolstack's nodes win */
 	[TUN_DEFAULT_READ_IOPS] = {
 		"default_read_iops", TUN_UINT, 0, 0, 1ull << 48, 0644,

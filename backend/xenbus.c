@@ -369,6 +369,9 @@ static int write_features(struct xs_handle *xs, xs_transaction_t t, void *arg)
 	rc = rc ? rc : xbd_xs_write(xs, t, p, "feature-barrier", "1");
 	rc = rc ? rc : xbd_xs_printf(xs, t, p, "feature-persistent", "%d", d->offer_persistent);
 	rc = rc ? rc : xbd_xs_printf(xs, t, p, "feature-discard", "%d", f->discard);
+	/* xbd only: which driver serves the disk, for xbd block-list */
+	rc = rc ? rc : xbd_xs_printf(xs, t, p, "xbd-storage", "%s:%s", d->st.driver,
+				     d->st.target);
 	if (f->discard) {
 		rc = rc ? rc : xbd_xs_printf(xs, t, p, "discard-granularity", "%u",
 					     d->st.discard_granularity);
@@ -481,6 +484,33 @@ static enum xenbus_state restart_state(struct backend_dev *d, enum xenbus_state 
 	return XenbusStateClosed;
 }
 
+/* params names the driver and target (storage_parse_params).  A store
+ * that will not open is an error node with the driver's one-line reason. */
+static int open_storage(struct backend_dev *d, const char *params)
+{
+	struct storage_opts o = {
+		.read_only = d->read_only,
+		.outage_ms = tun_get(TUN_STORAGE_OUTAGE_MS),
+	};
+	char driver[STORAGE_DRIVER_MAX];
+	const char *target;
+	int rc;
+
+	storage_parse_params(params, driver, &target);
+	o.driver = driver;
+	rc = storage_open(target, &o, &d->st);
+	if (rc) {
+		if (storage_error()[0])
+			be_fatal(d, rc, "opening %s: %s", params, storage_error());
+		else
+			be_fatal(d, rc, "opening %s", params);
+		return rc;
+	}
+	if (d->st.max_queues && d->max_queues > d->st.max_queues)
+		d->max_queues = d->st.max_queues;
+	return 0;
+}
+
 int be_dev_probe(const struct be_ctx *ctx, const char *be_path, struct backend_dev **out)
 {
 	struct backend_dev *d = calloc(1, sizeof(*d));
@@ -509,11 +539,9 @@ int be_dev_probe(const struct be_ctx *ctx, const char *be_path, struct backend_d
 	rc = read_toolstack(d, target, sizeof(target));
 	if (rc)
 		return rc;
-	rc = storage_open(target, &(struct storage_opts){ .read_only = d->read_only }, &d->st);
-	if (rc) {
-		be_fatal(d, rc, "opening %s", target);
+	rc = open_storage(d, target);
+	if (rc)
 		return rc;
-	}
 	f.discard = discard_offered(d);
 	rc = xbd_xs_transaction(ctx->xs, write_features, &f);
 	if (rc) {
@@ -703,6 +731,13 @@ static int on_peer_state(struct backend_dev *d, enum xenbus_state fe)
 {
 	switch (fe) {
 	case XenbusStateInitialising:
+		/* A store that never opened (probe's error node): nothing to
+		 * start over with.  The error stays until the disk is
+		 * detached; without this, a frontend still Initialising turned
+		 * the probe's Closing into Closed and then InitWait, the error
+		 * node cleared, and the toolstack saw a disk that attached. */
+		if (d->fatal && !storage_is_open(&d->st))
+			return 0;
 		/* Closing when the frontend already starts over: its Closed
 		 * came and went between two reads of its state (watch events
 		 * carry no value), so close now as if we had seen it. */
@@ -724,7 +759,7 @@ static int on_peer_state(struct backend_dev *d, enum xenbus_state fe)
 		 * that goes on after we reported an error, or one whose rings
 		 * a dead backend left (we said Closed: it must start over). */
 		if (d->state == XenbusStateConnected || d->state == XenbusStateClosing ||
-		    d->state == XenbusStateClosed || d->fatal || d->st.fd < 0)
+		    d->state == XenbusStateClosed || d->fatal || !storage_is_open(&d->st))
 			return 0;
 		if (!disconnect(d))   /* precondition: idempotent */
 			return 0;
@@ -791,6 +826,14 @@ int be_dev_changed(struct backend_dev *d)
 		return BE_DEV_REMOVE;
 	}
 	return 0;
+}
+
+void be_dev_storage_event(struct backend_dev *d)
+{
+	int rc = storage_watch(&d->st);
+
+	if (rc && !d->fatal)
+		be_fatal(d, rc, "%s", storage_error());
 }
 
 void be_dev_queue_done(struct backend_dev *d, unsigned int q)

@@ -48,6 +48,10 @@ int be_dev_changed(struct backend_dev *d);
  * it and disconnect the device.  Called when the queue's done_fd fires. */
 void be_dev_queue_done(struct backend_dev *d, unsigned int q);
 
+/* The storage's watch fd fired (storage.h): a store lost for good is an
+ * error node, and the device disconnects; the others are not touched. */
+void be_dev_storage_event(struct backend_dev *d);
+
 /*
  * Asynchronous teardown (ctx->async_teardown): while a reaper thread
  * stops a disconnected vbd's queues, be_dev_changed() does nothing and

@@ -8,7 +8,8 @@ PKGS="gcc make pkg-config libc6-dev
 libxen-dev xen-utils-4.17 xenstore-utils
 liburing-dev libfuse3-dev fuse3
 libcmocka-dev python3 python3-pytest python3-pyxs
-fio dpkg-dev nbdkit libnbd-dev qemu-system-common gnuplot-nox
+fio dpkg-dev nbdkit libnbd-dev libnbd-bin qemu-system-common qemu-utils gnuplot-nox
+librbd-dev ceph-mon ceph-osd ceph-common
 clang libclang-rt-14-dev valgrind util-linux procps psmisc groff-base
 cppcheck clang-tidy"
 # dpkg-dev: dpkg-source, which scripts/fio-src.sh unpacks fio's source

@@ -47,6 +47,8 @@ static int check_target(const struct xbd_disk *d)
 	struct stat st;
 	int fd, rc;
 
+	if (d->uri)
+		return 0;     /* the backend connects, and says why it cannot */
 	if (stat(d->target, &st) < 0) {
 		if (errno == ENOENT)
 			xbd_err("target %s does not exist", d->target);
@@ -238,7 +240,7 @@ static void queue_columns(struct xbd_ctx *c, const char *fe, char *evt, char *re
 static void list_vbd(struct xbd_ctx *c, xbd_domid_t domid, uint32_t devid)
 {
 	struct xbd_vbd_paths p;
-	char be[XBD_XS_PATH_MAX], evt[256], ref[256];
+	char be[XBD_XS_PATH_MAX], evt[256], ref[256], st[1100];
 	xbd_domid_t be_id = 0;
 	enum xenbus_state s;
 	int be_ok;
@@ -251,8 +253,11 @@ static void list_vbd(struct xbd_ctx *c, xbd_domid_t domid, uint32_t devid)
 	if (xbd_xenbus_read_state(c->xs, XBT_NULL, p.fe, &s))
 		s = XenbusStateUnknown;
 	queue_columns(c, p.fe, evt, ref, sizeof(evt));
-	printf("%-5u %-3u %-6u %-5d %-6s %-8s %-30s\n", devid, be_id, domid, (int)s,
-	       evt, ref, be);
+	/* xbd's column: the driver and target the backend opened */
+	if (!be_ok || xbd_xs_read_buf(c->xs, XBT_NULL, be, "xbd-storage", st, sizeof(st)))
+		snprintf(st, sizeof(st), "-");
+	printf("%-5u %-3u %-6u %-5d %-6s %-8s %-30s %s\n", devid, be_id, domid, (int)s,
+	       evt, ref, be, st);
 }
 
 int cmd_block_list(struct xbd_ctx *c, int argc, char **argv)
@@ -264,8 +269,8 @@ int cmd_block_list(struct xbd_ctx *c, int argc, char **argv)
 		return i == -2 ? 0 : 2;
 	if (xbd_ctx_open(c))
 		return 1;
-	printf("%-5s %-3s %-6s %-5s %-6s %-8s %-30s\n", "Vdev", "BE", "handle",
-	       "state", "evt-ch", "ring-ref", "BE-path");
+	printf("%-5s %-3s %-6s %-5s %-6s %-8s %-30s %s\n", "Vdev", "BE", "handle",
+	       "state", "evt-ch", "ring-ref", "BE-path", "storage");
 	for (; i < argc; i++) {
 		uint32_t *ids = NULL;
 		unsigned int n = 0;

@@ -71,11 +71,12 @@ static bool defbool(libxl_defbool b, bool dflt)
 static int check_supported(const libxl_device_disk *d, char *err, size_t errlen)
 {
 	if (d->format != LIBXL_DISK_FORMAT_RAW &&
+	    d->format != LIBXL_DISK_FORMAT_QCOW2 &&
 	    d->format != LIBXL_DISK_FORMAT_UNKNOWN) {
 		if (d->format == LIBXL_DISK_FORMAT_EMPTY)
 			return fail(err, errlen, "empty cdrom drives are not supported "
 				    "(they need qdisk); give a target");
-		return fail(err, errlen, "unsupported format %s (only raw)",
+		return fail(err, errlen, "unsupported format %s (only raw and qcow2)",
 			    libxl_disk_format_to_string(d->format));
 	}
 	if (d->backend != LIBXL_DISK_BACKEND_UNKNOWN &&
@@ -101,9 +102,17 @@ static int copy_disk(const libxl_device_disk *d, struct xbd_disk *out,
 	struct xbd_vdev v;
 	int n, rc;
 
-	/* xl-disk-configuration(5): /dev is prepended to a relative target. */
+	/* An NBD URI is the backend's nbd driver's (Documentation/storage.md);
+	 * else xl-disk-configuration(5): /dev is prepended to a relative
+	 * target. */
+	out->uri = !strncmp(d->pdev_path, "nbd://", 6) ||
+		   !strncmp(d->pdev_path, "nbd+", 4) ||
+		   !strncmp(d->pdev_path, "rbd:", 4);
+	out->qcow2 = d->format == LIBXL_DISK_FORMAT_QCOW2;
+	if (out->uri && out->qcow2)
+		return fail(err, errlen, "format=qcow2 takes an image path, not an NBD URI");
 	n = snprintf(out->target, sizeof(out->target), "%s%s",
-		     d->pdev_path[0] == '/' ? "" : "/dev/", d->pdev_path);
+		     d->pdev_path[0] == '/' || out->uri ? "" : "/dev/", d->pdev_path);
 	if (n < 0 || (size_t)n >= sizeof(out->target))
 		return fail(err, errlen, "target path too long");
 	n = snprintf(out->vdev, sizeof(out->vdev), "%s", d->vdev);

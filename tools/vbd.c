@@ -145,7 +145,8 @@ static unsigned int backend_entries(const struct xbd_vbd_attach *a, struct kv *k
 
 #define KV(k, ...) do { kv[n].key = (k); \
 	snprintf(kv[n].val, sizeof(kv[n].val), __VA_ARGS__); n++; } while (0)
-	KV("params", "%s", d->target);
+	/* libxl's FORMAT:PATH for a qcow2 image; a URI or path as it is. */
+	KV("params", "%s%s", d->qcow2 ? "qcow2:" : "", d->target);
 	KV("script", "%s", d->script);
 	KV("frontend-id", "%u", a->fe);
 	KV("online", "1");

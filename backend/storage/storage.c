@@ -1,191 +1,174 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * backend/storage/storage.c: open a raw file or block device and learn
- * what the backend can advertise for it.  See storage.h.
+ * backend/storage/storage.c: pick the driver of a vbd and hand every call
+ * to it.  See storage.h.
  */
 #include <errno.h>
-#include <fcntl.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
-#include <unistd.h>
-#include <sys/ioctl.h>
-#include <sys/stat.h>
-#include <sys/sysmacros.h>
-#include <linux/fs.h>
 
 #include "backend/storage/storage.h"
+
+static const struct storage_driver *const drivers[] = {
+	&storage_raw_driver,
+	&storage_nbd_driver,
+	&storage_qcow2_driver,
+	&storage_rbd_driver,
+};
+
+static __thread char last_error[256];
+
+void storage_set_error(const char *fmt, ...)
+{
+	va_list ap;
+
+	va_start(ap, fmt);
+	vsnprintf(last_error, sizeof(last_error), fmt, ap);
+	va_end(ap);
+}
+
+const char *storage_error(void)
+{
+	return last_error;
+}
+
+static const struct storage_driver *find_driver(const char *name)
+{
+	if (!name || !*name)
+		name = "raw";
+	for (size_t i = 0; i < sizeof(drivers) / sizeof(drivers[0]); i++)
+		if (!strcmp(drivers[i]->name, name))
+			return drivers[i];
+	return NULL;
+}
+
+void storage_parse_params(const char *params, char driver[STORAGE_DRIVER_MAX],
+			  const char **target)
+{
+	static const char *const formats[] = { "qcow2:", "raw:", "rbd:" };
+
+	*target = params;
+	snprintf(driver, STORAGE_DRIVER_MAX, "raw");
+	if (!strncmp(params, "nbd://", 6) || !strncmp(params, "nbd+", 4) ||
+	    !strncmp(params, "nbds://", 7)) {
+		snprintf(driver, STORAGE_DRIVER_MAX, "nbd");
+		return;
+	}
+	for (size_t i = 0; i < sizeof(formats) / sizeof(formats[0]); i++) {
+		size_t n = strlen(formats[i]);
+
+		if (!strncmp(params, formats[i], n)) {
+			snprintf(driver, STORAGE_DRIVER_MAX, "%.*s", (int)n - 1, params);
+			*target = params + n;
+			return;
+		}
+	}
+}
 
 static bool sector_size_ok(uint32_t ss)
 {
 	return ss >= 512 && ss <= 4096 && !(ss & (ss - 1));
 }
 
-/* A decimal number from /sys/dev/block/M:m/<name>; 0 when unreadable. */
-static uint64_t sysfs_u64(dev_t rdev, const char *name)
-{
-	char path[96], buf[32];
-	unsigned long long v = 0;
-	FILE *f;
-
-	snprintf(path, sizeof(path), "/sys/dev/block/%u:%u/%s",
-		 major(rdev), minor(rdev), name);
-	f = fopen(path, "re");
-	if (!f)
-		return 0;
-	if (fgets(buf, sizeof(buf), f) && sscanf(buf, "%llu", &v) != 1)
-		v = 0;
-	fclose(f);
-	return v;
-}
-
-static int open_target(const char *path, const struct storage_opts *o,
-		       bool blkdev, bool direct)
-{
-	int flags = (o->read_only ? O_RDONLY : O_RDWR) | O_CLOEXEC;
-
-	if (blkdev)
-		flags |= O_EXCL;
-	if (direct)
-		flags |= O_DIRECT;
-	int fd = open(path, flags);
-	return fd < 0 ? -errno : fd;
-}
-
-static int probe_blkdev(struct storage *s, const struct storage_opts *o)
-{
-	int lbs = 0;
-	unsigned int pbs = 0;
-	uint64_t bytes = 0, range[2];
-
-	if (ioctl(s->fd, BLKGETSIZE64, &bytes) || ioctl(s->fd, BLKSSZGET, &lbs) ||
-	    ioctl(s->fd, BLKPBSZGET, &pbs))
-		return -errno;
-	if (o->sector_size && o->sector_size < (uint32_t)lbs)
-		return -EINVAL;
-	s->logical_block = o->sector_size ? o->sector_size : (uint32_t)lbs;
-	s->physical_block = pbs > s->logical_block ? pbs : s->logical_block;
-	s->size = bytes;
-	if (s->read_only)
-		return 0;
-	s->discard = sysfs_u64(s->rdev, "queue/discard_max_bytes") > 0;
-	s->discard_granularity = (uint32_t)sysfs_u64(s->rdev, "queue/discard_granularity");
-	s->discard_alignment = (uint32_t)sysfs_u64(s->rdev, "discard_alignment");
-	/* Secure erase has no sysfs file: ask the ioctl about a range past
-	 * the end.  The kernel answers EOPNOTSUPP before looking at the
-	 * range when the device cannot do it, EINVAL (and does nothing)
-	 * when it can. */
-	range[0] = bytes;
-	range[1] = 512;
-	s->discard_secure = s->discard && ioctl(s->fd, BLKSECDISCARD, range) &&
-			    errno == EINVAL;
-	return 0;
-}
-
-static int probe_file(struct storage *s, const struct storage_opts *o,
-		      const struct stat *st)
-{
-	s->logical_block = o->sector_size ? o->sector_size : 512;
-	s->physical_block = st->st_blksize > s->logical_block &&
-			    st->st_blksize <= 4096 ? (uint32_t)st->st_blksize
-						   : s->logical_block;
-	s->size = (uint64_t)st->st_size;
-	if (s->read_only)
-		return 0;
-	/* Punching past the end of the file changes nothing and tells
-	 * whether the file system can punch holes at all. */
-	if (fallocate(s->fd, STORAGE_PUNCH_MODE, st->st_size, 4096) == 0) {
-		s->discard = true;
-		s->discard_granularity = (uint32_t)st->st_blksize;
-	}
-	return 0;
-}
-
-/* O_DIRECT needs file offsets and buffers aligned to what statx reports;
- * our segments are aligned to the logical block, so that must be enough. */
-static bool direct_fits(int fd, uint32_t lbs)
-{
-	struct statx sx;
-
-	if (statx(fd, "", AT_EMPTY_PATH, STATX_DIOALIGN, &sx) ||
-	    !(sx.stx_mask & STATX_DIOALIGN) || !sx.stx_dio_offset_align)
-		return false;
-	return sx.stx_dio_offset_align <= lbs && sx.stx_dio_mem_align <= lbs;
-}
-
-/* Reopen fd with O_DIRECT when the target supports it at our block size. */
-static void try_direct(struct storage *s, const char *path,
-		       const struct storage_opts *o)
-{
-	int fd;
-
-	if (o->no_direct || !direct_fits(s->fd, s->logical_block))
-		return;
-	fd = open_target(path, o, false, true);
-	if (fd < 0)
-		return;        /* page cache it is */
-	close(s->fd);
-	s->fd = fd;
-	s->direct = true;
-}
-
-int storage_open(const char *path, const struct storage_opts *o,
+int storage_open(const char *target, const struct storage_opts *o,
 		 struct storage *s)
 {
-	struct stat st;
+	const struct storage_driver *drv = find_driver(o->driver);
 	int rc;
 
 	memset(s, 0, sizeof(*s));
 	s->fd = -1;
-	s->read_only = o->read_only;
-	if (o->sector_size && !sector_size_ok(o->sector_size))
+	last_error[0] = '\0';
+	if (!drv) {
+		storage_set_error("unknown storage driver %s", o->driver);
 		return -EINVAL;
-	if (stat(path, &st))
-		return -errno;
-	s->is_blkdev = S_ISBLK(st.st_mode);
-	if (!s->is_blkdev && !S_ISREG(st.st_mode))
-		return -EINVAL;
-	/* Block devices: O_DIRECT straight away (they take any multiple of
-	 * their logical block); files first without, then see. */
-	rc = open_target(path, o, s->is_blkdev, s->is_blkdev && !o->no_direct);
-	if (rc < 0)
-		goto out;
-	s->fd = rc;
-	s->direct = s->is_blkdev && !o->no_direct;
-	if (s->is_blkdev) {
-		s->rdev = st.st_rdev;
-		rc = probe_blkdev(s, o);
-	} else {
-		rc = probe_file(s, o, &st);
-		if (!rc)
-			try_direct(s, path, o);
 	}
-	if (rc)
-		goto out;
-	s->size -= s->size % s->logical_block;
-	rc = s->size ? 0 : -ENOSPC;
-out:
-	if (rc)
-		storage_close(s);
-	return rc;
+	if ((o->sector_size && !sector_size_ok(o->sector_size)) ||
+	    strlen(target) >= sizeof(s->target)) {
+		storage_set_error("%s: bad sector size or target", drv->name);
+		return -EINVAL;
+	}
+	strcpy(s->target, target);
+	snprintf(s->driver, sizeof(s->driver), "%s", drv->name);
+	s->read_only = o->read_only;
+	rc = drv->open(s, o);
+	if (!rc) {
+		s->size -= s->size % s->logical_block;
+		rc = s->size ? 0 : -ENOSPC;
+		if (rc)
+			drv->close(s);
+	}
+	if (rc) {
+		s->drv = NULL;
+		s->fd = -1;
+		return rc;
+	}
+	s->drv = drv;
+	return 0;
 }
 
 void storage_close(struct storage *s)
 {
-	if (s->fd >= 0)
-		close(s->fd);
+	if (s->drv)
+		s->drv->close(s);
+	s->drv = NULL;
 	s->fd = -1;
 }
 
-int storage_discard(const struct storage *s, uint64_t off, uint64_t len,
-		    bool secure)
+int storage_queue_open(const struct storage *s, unsigned int index, unsigned int depth,
+		       const struct storage_loop *loop, struct storage_queue **q)
 {
-	uint64_t range[2] = { off, len };
+	*q = NULL;
+	if (!s->drv)
+		return -EBADF;
+	return s->drv->queue_open(s, index, depth, loop, q);
+}
 
-	if (!s->is_blkdev)
-		return -EOPNOTSUPP;
-	if (!s->discard || (secure && !s->discard_secure))
-		return -EOPNOTSUPP;
-	if (ioctl(s->fd, secure ? BLKSECDISCARD : BLKDISCARD, range))
-		return -errno;
-	return 0;
+void storage_queue_close(const struct storage *s, struct storage_queue *q)
+{
+	if (s->drv && q)
+		s->drv->queue_close(q);
+}
+
+int storage_submit(const struct storage *s, struct storage_queue *q,
+		   const struct storage_req *r)
+{
+	return s->drv->submit(q, r);
+}
+
+int storage_queue_poll(const struct storage *s, struct storage_queue *q,
+		       short *events)
+{
+	*events = 0;
+	return s->drv && s->drv->poll && q ? s->drv->poll(q, events) : -1;
+}
+
+void storage_queue_ready(const struct storage *s, struct storage_queue *q,
+			 short revents)
+{
+	if (s->drv && s->drv->ready && q)
+		s->drv->ready(q, revents);
+}
+
+void storage_queue_tick(const struct storage *s, struct storage_queue *q,
+			uint64_t now_ns)
+{
+	if (s->drv && s->drv->tick && q)
+		s->drv->tick(q, now_ns);
+}
+
+int storage_watch_fd(const struct storage *s)
+{
+	return s->drv && s->drv->watch_fd ? s->drv->watch_fd(s) : -1;
+}
+
+int storage_watch(struct storage *s)
+{
+	return s->drv && s->drv->watch ? s->drv->watch(s) : 0;
+}
+
+bool storage_queue_has_tick(const struct storage *s)
+{
+	return s->drv && s->drv->tick;
 }

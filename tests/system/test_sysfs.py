@@ -104,7 +104,8 @@ def test_parameters_as_linux(daemons, machine, backends):
     assert set(LINUX) <= names
     assert names - set(LINUX) == {"max_indirect_segments", "grant_copy_max_bytes",
                                   "io_wait_poll", "max_queue_pages", "max_vbd_pages",
-                                  "max_total_pages", "max_connects_per_second"}
+                                  "max_total_pages", "max_connects_per_second",
+                                  "storage_outage_ms"}
     for name, (default, mode) in LINUX.items():
         st = os.stat(os.path.join(machine.rundir, "sys", PARAMS, name))
         assert stat.S_IMODE(st.st_mode) == mode, name
@@ -158,6 +159,7 @@ def test_devices_and_max_queues_next_connection(daemons, machine, backends, tmp_
     assert cat(machine, f"{vbd}/state") == "InitWait\n"
     assert cat(machine, f"{vbd}/physical_device") == "0:0\n"
     assert cat(machine, f"{vbd}/nodename") == be + "\n"
+    assert cat(machine, f"{vbd}/storage") == f"raw {img}\n"
     for counter in ("oo_req", "rd_req", "wr_req", "f_req", "ds_req", "rd_sect",
                     "wr_sect"):
         assert cat(machine, f"{vbd}/statistics/{counter}") == "0\n"

@@ -26,7 +26,7 @@ ATTACH_ERRORS = [
     ("guest", "bogus=1,{img},,xvdb",
      "disk spec: config parsing error in disk specification: unknown parameter"),
     ("guest", "{img}", "no vdev specified"),
-    ("guest", "{img},qcow2,xvdb", "unsupported format qcow2 (only raw)"),
+    ("guest", "{img},qcow,xvdb", "unsupported format qcow (only raw and qcow2)"),
     ("guest", "{img},,xvdb,backendtype=qdisk", "unsupported backendtype=qdisk (only phy)"),
     ("guest", "{img},,xvda0", "invalid virtual disk identifier xvda0"),
     ("guest", "{img},,hde", "invalid virtual disk identifier hde"),

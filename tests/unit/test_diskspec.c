@@ -119,8 +119,8 @@ static void test_rejected(void **state)
 		{ "/x,raw,xvdb,r,target=/y", "target respecified" },
 		{ "/x,,xvdb,maybe", "unknown value for access" },
 		/* what xbd does not support */
-		{ "/x,qcow2,xvdb", "unsupported format qcow2 (only raw)" },
-		{ "/x,vhd,xvdb", "unsupported format vhd (only raw)" },
+		{ "/x,qcow,xvdb", "unsupported format qcow (only raw and qcow2)" },
+		{ "/x,vhd,xvdb", "unsupported format vhd (only raw and qcow2)" },
 		{ "/x,,xvdb,backendtype=qdisk", "unsupported backendtype=qdisk (only phy)" },
 		{ "/x,,xvdb,backendtype=tap", "unsupported backendtype=tap (only phy)" },
 		{ "/x,,xvdb,specification=virtio", "unsupported specification=virtio" },

@@ -8,6 +8,7 @@
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <string.h>
 #include <sys/stat.h>
 #include <cmocka.h>
 
@@ -170,6 +171,52 @@ static void test_loop_device_4k(void **state)
 	storage_close(&s);
 }
 
+/* params -> driver and target, as libxl and xbd block-attach write them. */
+static void test_parse_params(void **state)
+{
+	static const struct { const char *params, *driver, *target; } t[] = {
+		{ "/srv/a.img", "raw", "/srv/a.img" },
+		{ "raw:/srv/a.img", "raw", "/srv/a.img" },
+		{ "qcow2:/srv/b.qcow2", "qcow2", "/srv/b.qcow2" },
+		{ "nbd://h:10809/x", "nbd", "nbd://h:10809/x" },
+		{ "nbd+unix:///x?socket=/s", "nbd", "nbd+unix:///x?socket=/s" },
+		{ "nbds://h/x", "nbd", "nbds://h/x" },
+		{ "/dev/nbd0", "raw", "/dev/nbd0" },
+		{ "vhd:/x", "raw", "vhd:/x" },      /* a path, refused by raw */
+	};
+	char drv[STORAGE_DRIVER_MAX];
+	const char *target;
+
+	(void)state;
+	for (size_t i = 0; i < sizeof(t) / sizeof(t[0]); i++) {
+		storage_parse_params(t[i].params, drv, &target);
+		assert_string_equal(drv, t[i].driver);
+		assert_string_equal(target, t[i].target);
+	}
+}
+
+/* Unknown drivers, and drivers whose store is not there: -errno and a
+ * one-line reason; the storage stays closed. */
+static void test_driver_errors(void **state)
+{
+	struct storage s;
+	struct storage_opts o = { .driver = "vhd" };
+
+	(void)state;
+	assert_int_equal(storage_open("/x", &o, &s), -EINVAL);
+	assert_false(storage_is_open(&s));
+	assert_non_null(strstr(storage_error(), "unknown storage driver vhd"));
+	o.driver = "nbd";
+	assert_true(storage_open("nbd+unix:///x?socket=/nonexistent/s", &o, &s) < 0);
+	assert_false(storage_is_open(&s));
+	assert_non_null(strstr(storage_error(), "nbd"));
+	storage_close(&s);                    /* idempotent on a failed open */
+	o.driver = "qcow2";
+	assert_int_equal(storage_open("/nonexistent/x.qcow2", &o, &s), -ENOENT);
+	assert_non_null(strstr(storage_error(), "qcow2"));
+	assert_int_equal(storage_watch_fd(&s), -1);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -178,6 +225,8 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_open_errors, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_loop_device, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_loop_device_4k, setup, teardown),
+		cmocka_unit_test(test_parse_params),
+		cmocka_unit_test(test_driver_errors),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

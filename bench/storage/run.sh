@@ -1,0 +1,7 @@
+#!/bin/sh
+# make bench: the storage drivers (Documentation/storage.md, "Performance").
+# XBD_BUILD is the optimised build tree; BENCH_SECONDS per run (default 5).
+set -eu
+here=$(cd "$(dirname "$0")" && pwd)
+top=$(cd "$here/../.." && pwd)
+exec /usr/bin/python3 "$here/storage_bench.py" "${XBD_BUILD:-$top/build}"

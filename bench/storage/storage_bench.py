@@ -1,0 +1,184 @@
+# SPDX-License-Identifier: MIT
+"""xbd over network storage against fio's own engine on the same server.
+
+  nbd    nbdkit's memory plugin on a Unix socket: fio's nbd engine on it,
+         then fio through xbd (the fio engine, xbd-blkback's nbd driver)
+  qcow2  a qcow2 image: fio's nbd engine on a qemu-storage-daemon export
+         of it (the arguments xbd's qcow2 driver uses), then fio through
+         xbd with format=qcow2 (xbd-blkback starts its own daemon)
+
+Each line: the workload, both IOPS and the ratio xbd / fio.  The machine
+and its load are printed first; the figures mean nothing without them.
+A missing program stops the run with its Debian package named.
+rbd is not here yet (its cluster set-up lives in the tests).
+"""
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+
+BUILD = os.path.abspath(sys.argv[1])
+SECONDS = int(os.environ.get("BENCH_SECONDS", "5"))
+WORKLOADS = [("randread", "4k", 32), ("randwrite", "4k", 32), ("read", "1M", 8)]
+
+
+def need(prog, package):
+    if not shutil.which(prog):
+        sys.exit(f"bench storage: {prog} not found (Debian package {package}); "
+                 "run `make deps`")
+
+
+def wait(cond, what, timeout=20):
+    end = time.monotonic() + timeout
+    while not cond():
+        if time.monotonic() > end:
+            sys.exit(f"bench storage: {what} did not happen in {timeout} s")
+        time.sleep(0.05)
+
+
+def terse_iops(out):
+    for line in out.splitlines():
+        if line.startswith("3;"):
+            f = line.split(";")
+            return int(f[7]) + int(f[48])
+    raise RuntimeError(out)
+
+
+class Machine:
+    def __init__(self, d):
+        self.d = d
+        self.env = dict(os.environ, XBD_RUNDIR=d,
+                        XENSTORED_PATH=os.path.join(d, "xenstored.sock"))
+        self.procs = []
+        self.start([f"{BUILD}/bin/xbd-xenstored", "--foreground"])
+        wait(lambda: os.path.exists(self.env["XENSTORED_PATH"]), "xenstored")
+        self.start([f"{BUILD}/bin/xbd-blkback", "-N", "-p", "local", "-R", d,
+                    "--sysfs=none", "--max_queues=2"])
+        self.xbd("domain-create", "g1", "--memory", "256M")
+
+    def start(self, argv):
+        log = open(os.path.join(self.d, os.path.basename(argv[0]) + ".log"), "ab")
+        p = subprocess.Popen(argv, env=self.env, stdout=log, stderr=subprocess.STDOUT)
+        self.procs.append(p)
+        return p
+
+    def xbd(self, *args):
+        subprocess.run([f"{BUILD}/bin/xbd", "--platform", "local", *args],
+                       env=self.env, check=True, capture_output=True, timeout=60)
+
+    def stop(self):
+        for p in reversed(self.procs):
+            if p.poll() is None:
+                p.send_signal(signal.SIGTERM)
+                try:
+                    p.wait(20)
+                except subprocess.TimeoutExpired:
+                    p.kill()
+                    p.wait()
+
+
+def fio(env, engine_args, rw, bs, qd, cwd):
+    r = subprocess.run(["fio", "--output-format=terse", "--terse-version=3",
+                        "--name=b", *engine_args, f"--rw={rw}", f"--bs={bs}",
+                        f"--iodepth={qd}", "--size=64M", "--time_based",
+                        f"--runtime={SECONDS}", "--verify_state_save=0"],
+                       env=env, cwd=cwd, capture_output=True, text=True,
+                       timeout=SECONDS + 120)
+    if r.returncode:
+        raise RuntimeError(r.stdout + r.stderr)
+    return terse_iops(r.stdout)
+
+
+def xbd_args(m):
+    return [f"--ioengine=external:{BUILD}/lib/xbd-fio.so", "--xbd_domain=g1",
+            "--xbd_vdev=xvdb", f"--xbd_rundir={m.d}"]
+
+
+def compare(name, m, uri, cwd):
+    for rw, bs, qd in WORKLOADS:
+        base = fio(os.environ, ["--ioengine=nbd", f"--uri={uri}"], rw, bs, qd, cwd)
+        ours = fio(m.env, xbd_args(m), rw, bs, qd, cwd)
+        print(f"{name:6s} {rw:9s} {bs:3s} QD{qd:<3d} fio-nbd {base:8d} IOPS  "
+              f"xbd {ours:8d} IOPS  ratio {ours / base:.2f}", flush=True)
+
+
+def qsd(img, sock, d):
+    """A daemon on img; retried while the image lock is still another's
+    (xbd-blkback stops its own daemon just after a detach returns)."""
+    for _ in range(100):
+        p = _qsd(img, sock, d)
+        end = time.monotonic() + 10
+        while p.poll() is None and not os.path.exists(sock) and time.monotonic() < end:
+            time.sleep(0.05)
+        if os.path.exists(sock):
+            return p
+        if p.poll() is None:
+            p.kill()
+        p.wait()
+        time.sleep(0.2)
+    sys.exit("bench storage: qemu-storage-daemon does not start (see qsd.log)")
+
+
+def _qsd(img, sock, d):
+    return subprocess.Popen(
+        ["qemu-storage-daemon", "--blockdev",
+         f"driver=qcow2,node-name=fmt,file.driver=file,file.filename={img}",
+         "--nbd-server", f"addr.type=unix,addr.path={sock}",
+         "--export", "type=nbd,id=exp,node-name=fmt,name=xbd,writable=on"],
+        stdout=subprocess.DEVNULL, stderr=open(os.path.join(d, "qsd.log"), "ab"))
+
+
+def main():
+    for prog, pkg in [("fio", "fio"), ("nbdkit", "nbdkit"),
+                      ("qemu-storage-daemon", "qemu-system-common"),
+                      ("qemu-img", "qemu-utils")]:
+        need(prog, pkg)
+    print(f"machine: {os.cpu_count()} CPUs, load {os.getloadavg()[0]:.2f}, "
+          f"{time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}, {SECONDS} s a run")
+    d = tempfile.mkdtemp(prefix="xbd-bench-storage-")
+    m = None
+    servers = []
+    try:
+        m = Machine(d)
+        sock = os.path.join(d, "nbd.sock")
+        servers.append(subprocess.Popen(["nbdkit", "--foreground", "-U", sock,
+                                         "memory", "256M"]))
+        wait(lambda: os.path.exists(sock), "nbdkit")
+        uri = f"nbd+unix:///?socket={sock}"
+        m.xbd("block-attach", "g1", f"vdev=xvdb, access=rw, target={uri}")
+        compare("nbd", m, uri, d)
+        m.xbd("block-detach", "g1", "xvdb")
+        img = os.path.join(d, "img.qcow2")
+        subprocess.run(["qemu-img", "create", "-q", "-f", "qcow2", "-o",
+                        "preallocation=metadata", img, "256M"], check=True)
+        qsock = os.path.join(d, "qsd.sock")
+        servers.append(qsd(img, qsock, d))
+        quri = f"nbd+unix:///xbd?socket={qsock}"
+        # the same image, so one of the two at a time holds its lock
+        for rw, bs, qd in WORKLOADS:
+            base = fio(os.environ, ["--ioengine=nbd", f"--uri={quri}"], rw, bs, qd, d)
+            servers[-1].send_signal(signal.SIGTERM)
+            servers[-1].wait(20)
+            m.xbd("block-attach", "g1", f"format=qcow2, vdev=xvdb, access=rw, target={img}")
+            ours = fio(m.env, xbd_args(m), rw, bs, qd, d)
+            m.xbd("block-detach", "g1", "xvdb")
+            print(f"qcow2  {rw:9s} {bs:3s} QD{qd:<3d} fio-nbd {base:8d} IOPS  "
+                  f"xbd {ours:8d} IOPS  ratio {ours / base:.2f}", flush=True)
+            if os.path.exists(qsock):
+                os.unlink(qsock)
+            servers.append(qsd(img, qsock, d))
+    finally:
+        for s in servers:
+            if s.poll() is None:
+                s.send_signal(signal.SIGTERM)
+                s.wait(20)
+        if m:
+            m.stop()
+        shutil.rmtree(d, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    main()
