@@ -73,6 +73,15 @@ static void drop(struct devtab *t, struct backend_dev *d)
 	}
 }
 
+/* Start-up: a device the toolstack detached (online 0) while no backend
+ * ran, or under a backend that died before it said Closed: the
+ * toolstack waits for that Closed (libxl: 10 s), so it is probed and
+ * follows its frontend to Closed, then goes. */
+static bool detaching(enum xenbus_state s)
+{
+	return s > XenbusStateInitialising && s < XenbusStateClosed;
+}
+
 /* A device directory appeared or changed.  adopt: probe whatever its
  * state (start-up); else only a new device (state Initialising). */
 static void touch(struct devtab *t, const char *be_path, bool adopt)
@@ -86,8 +95,9 @@ static void touch(struct devtab *t, const char *be_path, bool adopt)
 			return;
 		drop(t, d);   /* removed, or replaced by a new attach: probe */
 	}
-	if (xbd_xs_read_uint(t->ctx.xs, XBT_NULL, be_path, "online", 0, 1, &online) || !online ||
+	if (xbd_xs_read_uint(t->ctx.xs, XBT_NULL, be_path, "online", 0, 1, &online) ||
 	    xbd_xenbus_read_state(t->ctx.xs, XBT_NULL, be_path, &s) ||
+	    (!online && !(adopt && detaching(s))) ||
 	    (!adopt && s != XenbusStateInitialising) ||
 	    xbd_xs_exists(t->ctx.xs, XBT_NULL, be_path, "frontend") != 1)
 		return;                       /* not (or no longer) ours to serve */
@@ -319,10 +329,11 @@ void devtab_dump_stats(const struct devtab *t, FILE *f)
 		fprintf(f, "vbd-%u-%u: queues %u oo_req %" PRIu64 " rd_req %" PRIu64
 			" wr_req %" PRIu64 " f_req %" PRIu64 " ds_req %" PRIu64
 			" rd_sect %" PRIu64 " wr_sect %" PRIu64 " inflight %" PRIu64
-			" adopted %" PRIu64 " replayed_req %" PRIu64,
+			" adopted %" PRIu64 " replayed_req %" PRIu64
+			" evt_in %" PRIu64 " evt_out %" PRIu64,
 			d->fe_domid, d->devid, d->nr_queues, s.oo_req, s.rd_req, s.wr_req,
 			s.f_req, s.ds_req, s.rd_sect, s.wr_sect, s.inflight, s.adopted,
-			s.replayed_req);
+			s.replayed_req, s.evt_in, s.evt_out);
 		/* latency histogram: "lat_us <from>:<count> ..." for non-empty
 		 * buckets; bucket b holds [2^b, 2^(b+1)) us, bucket 0 below 2 us */
 		fprintf(f, " lat_us");

@@ -14,6 +14,7 @@
 #include <errno.h>
 #include <limits.h>
 #include <poll.h>
+#include <signal.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -41,6 +42,28 @@ static uint64_t now_ns(void)
 
 	clock_gettime(CLOCK_MONOTONIC, &ts);
 	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+/* Test-only fault injection (Documentation/backend.md, "Restart"):
+ * XBD_TEST_KILL_BEFORE_NOTIFY=N makes the queue that reaches its N-th
+ * notification raise SIGKILL instead, with the responses published and
+ * never announced: the window a restarted backend must close. */
+static unsigned int fault_notify_from_env(void)
+{
+	const char *v = getenv("XBD_TEST_KILL_BEFORE_NOTIFY");
+	char *end;
+	unsigned long n;
+
+	if (!v || !*v)
+		return 0;
+	n = strtoul(v, &end, 10);
+	return *end || n > UINT_MAX ? 0 : (unsigned int)n;
+}
+
+static void fault_before_notify(struct be_io *io)
+{
+	if (io->fault_notify && !--io->fault_notify)
+		raise(SIGKILL);
 }
 
 /* Make room for k SQEs.  The SQ has room for every slot's SQEs, so this
@@ -139,6 +162,7 @@ int be_io_init(struct be_io *io, const struct be_io_cfg *cfg)
 
 	memset(io, 0, sizeof(*io));
 	io->cfg = *cfg;
+	io->fault_notify = fault_notify_from_env();
 	io->wait_poll = cfg->wait == BE_IO_WAIT_POLL ||
 			(cfg->wait == BE_IO_WAIT_TUNABLE && tun_get(TUN_IO_WAIT_POLL));
 	if (req_limits_check(&cfg->limits) || cfg->limits.max_indirect_segs > IOV_MAX)
@@ -202,10 +226,20 @@ static void push(struct be_io *io)
 		return;
 	io->rsps_to_push = false;
 	if (ring_push_rsps(io->cfg.ring)) {
+		fault_before_notify(io);
 		be_stat_add(&io->cfg.stats->evt_out, 1);
 		if (io->cfg.evt->notify(io->cfg.evt_ctx) == -EPROTO)
 			io->evt_err = -EPROTO;
 	}
+}
+
+int be_io_announce(struct be_io *io)
+{
+	/* ring_push_rsps() clears the ring's unannounced mark; what it
+	 * says about rsp_event does not matter here: we notify anyway. */
+	(void)ring_push_rsps(io->cfg.ring);
+	be_stat_add(&io->cfg.stats->evt_out, 1);
+	return io->cfg.evt->notify(io->cfg.evt_ctx);
 }
 
 /* ---- Submitting ---------------------------------------------------------- */

@@ -146,6 +146,7 @@ struct be_io {
 	bool rsps_to_push;
 	int evt_err;                /* -EPROTO: the peer fought our event words */
 	uint64_t last_tick_ns;
+	unsigned int fault_notify;  /* test only: SIGKILL at this notify (io_uring.c) */
 	struct be_replay replay;    /* adopted requests to re-run, then the ring */
 	unsigned int replay_next;
 };
@@ -160,6 +161,17 @@ int be_io_init(struct be_io *io, const struct be_io_cfg *cfg);
  * 0, or -EINVAL for a slot out of range or used twice (nothing taken).
  */
 int be_io_replay(struct be_io *io, struct be_replay *plan);
+
+/*
+ * Adoption: notify the frontend once, whatever its rsp_event says.  The
+ * backend that died may have published responses and never announced
+ * them (responses are published one by one, the notify decision comes
+ * once per turn of the loop); a frontend that looks at its ring only on
+ * an event (Linux xen-blkfront) would wait for them forever.  Call it
+ * after be_io_init() and before the loop runs, so that it is the
+ * queue's first act on the ring.  Counted in evt_out.  0 or -errno.
+ */
+int be_io_announce(struct be_io *io);
 
 /*
  * One turn of the queue loop: take what the ring holds, submit, wait up to

@@ -156,6 +156,16 @@ static int start_engine(struct be_queue *q, struct be_replay *plan)
 	rc = be_io_init(&q->io, &io);
 	q->io_up = !rc;
 	if (!rc && q->cfg.adopt) {
+		/* First act on an adopted ring: announce what the dead
+		 * backend may have published without a notify (issue 20).
+		 * Our port is bound; the frontend's events to the dead one
+		 * are lost, so the loop looks at req_prod before any wait. */
+		rc = be_io_announce(&q->io);
+		if (!rc)
+			log_info("queue %u: adopted at rsp_prod %u req_cons %u: frontend notified",
+				 q->cfg.index, q->ring.rsp_prod_pvt, plan->req_cons);
+	}
+	if (!rc && q->cfg.adopt) {
 		rc = be_io_replay(&q->io, plan);
 		be_stat_add(&q->stats.adopted, 1);
 	}

@@ -110,6 +110,7 @@ int ring_adopt(struct be_ring *r, RING_IDX req_cons)
 				   r->rsp_prod_pvt + r->nr_ents))
 		return -EINVAL;
 	r->req_cons = req_cons;
+	r->unannounced = true;
 	return 0;
 }
 
@@ -286,5 +287,9 @@ bool ring_push_rsps(struct be_ring *r)
 	 * that sets rsp_event after checking rsp_prod cannot be missed. */
 	__atomic_thread_fence(__ATOMIC_SEQ_CST);
 	event = __atomic_load_n(&hdr(r)->rsp_event, __ATOMIC_RELAXED);
+	if (r->unannounced) {
+		r->unannounced = false;
+		return true;
+	}
 	return xbd_blkif_need_notify(old, new, event);
 }

@@ -89,6 +89,8 @@ struct be_ring {
 	RING_IDX req_cons;      /* next request to fetch; owned by queue thread */
 	RING_IDX rsp_prod_pvt;  /* next response slot; owned by queue thread */
 	RING_IDX rsp_pushed;    /* rsp_prod at the last notify decision */
+	bool unannounced;       /* adopted: rsp_prod may never have been
+				 * announced; the next push notifies */
 	bool broken;            /* latched by an overrun; never cleared */
 	RING_IDX bad_prod;      /* the req_prod that broke the ring */
 	bool watch_faults;      /* ring_watch_faults() was called */
@@ -124,6 +126,10 @@ int ring_attach(struct be_ring *r, void *sring, unsigned int order,
  * the req_cons - rsp_prod requests in between are the caller's to answer
  * (it re-runs them from its journal).  0, or -EINVAL when req_cons is more
  * than a ring ahead of rsp_prod.
+ * The dead backend may have published responses and died before it
+ * notified (issue 20): nothing on an adopted ring counts as announced,
+ * so the next ring_push_rsps() says "notify" whatever rsp_event says
+ * (the queue notifies at once on adoption, be_io_announce()).
  */
 int ring_adopt(struct be_ring *r, RING_IDX req_cons);
 
@@ -183,7 +189,8 @@ void ring_publish_rsps(struct be_ring *r);
 /*
  * RING_PUSH_RESPONSES_AND_CHECK_NOTIFY: publish, full barrier, then read
  * rsp_event.  Returns true when the frontend asked to be notified about
- * one of the responses published since the last call.
+ * one of the responses published since the last call, and once after
+ * ring_adopt() (see there).
  */
 bool ring_push_rsps(struct be_ring *r);
 

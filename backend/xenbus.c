@@ -452,8 +452,15 @@ static int adopt(struct backend_dev *d)
 
 /*
  * What to do with a frontend that is already past Initialising when we
- * probe (we are a restart).  Both Connected: adopt.  When that fails, or
- * the frontend is Initialised / Connected to a backend that was not: its
+ * probe (we are a restart).  Both Connected, or the frontend Initialised
+ * and the backend Connected (killed before the frontend saw it): adopt.
+ * The frontend Initialised and the backend not yet Connected: nothing was
+ * ever put on those rings (a frontend waits for Connected), so say
+ * InitWait and connect them fresh (be_dev_changed follows the probe and
+ * sees Initialised); Linux xen-blkfront would close the disk for good on
+ * a Closed here.  Closing: Closing (its Closed comes through the watch);
+ * Closed and detached (online 0): Closed.  When adoption
+ * fails, or the frontend is Connected to a backend that was not, its
  * rings cannot be taken over, so say Closed (online stays 1) and the
  * frontend starts over on fresh rings (libxbdfront re-issues what it had
  * in flight; the Linux driver closes the disk).  Returns the state to
@@ -462,11 +469,13 @@ static int adopt(struct backend_dev *d)
 static enum xenbus_state restart_state(struct backend_dev *d, enum xenbus_state be)
 {
 	enum xenbus_state fe = XenbusStateUnknown;
+	bool live;
 	int rc;
 
 	if (xbd_xenbus_read_state(d->ctx->xs, XBT_NULL, d->fe_path, &fe))
 		fe = XenbusStateUnknown;
-	if (fe == XenbusStateConnected && be == XenbusStateConnected) {
+	live = fe == XenbusStateConnected || fe == XenbusStateInitialised;
+	if (live && be == XenbusStateConnected) {
 		rc = adopt(d);
 		if (!rc) {
 			log_info("%s: adopted %u queue(s) of a live frontend", d->be_path,
@@ -479,9 +488,18 @@ static enum xenbus_state restart_state(struct backend_dev *d, enum xenbus_state 
 			 strerror(-rc));
 	}
 	(void)disconnect(d);  /* no queues here: done at once */
-	if (fe != XenbusStateInitialised && fe != XenbusStateConnected)
+	switch (fe) {
+	case XenbusStateInitialised:
+		return be == XenbusStateConnected ? XenbusStateClosed : XenbusStateInitWait;
+	case XenbusStateConnected:
+		return XenbusStateClosed;
+	case XenbusStateClosing:
+		return XenbusStateClosing;   /* not an InitWait under its close */
+	case XenbusStateClosed:          /* detached: no InitWait on the way out */
+		return online(d) ? XenbusStateInitWait : XenbusStateClosed;
+	default:
 		return XenbusStateInitWait;
-	return XenbusStateClosed;
+	}
 }
 
 /* params names the driver and target (storage_parse_params).  A store

@@ -1309,8 +1309,10 @@ static bool ready(struct fe_chan *c, uint64_t budget_ns, uint64_t *spent)
 	bool hit = false;
 
 	__atomic_add_fetch(&c->spinners, 1, __ATOMIC_SEQ_CST);
-	/* events_only (tests): the ring is looked at only after an event */
-	prod = c->events_only ? &c->spin_idle : __atomic_load_n(&c->spin_prod, __ATOMIC_SEQ_CST);
+	/* events_only (tests): the ring is looked at only after an event.
+	 * spin_cons stands in for rsp_prod (spin_idle would differ from it
+	 * once rsp_cons moved: a hit for ever, and no wait on the event). */
+	prod = c->events_only ? &c->spin_cons : __atomic_load_n(&c->spin_prod, __ATOMIC_SEQ_CST);
 	for (unsigned int i = 0;; i++) {
 		if (__atomic_load_n(prod, __ATOMIC_RELAXED) !=
 		    __atomic_load_n(&c->spin_cons, __ATOMIC_RELAXED) ||

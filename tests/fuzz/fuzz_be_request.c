@@ -277,15 +277,6 @@ int __wrap_io_uring_submit_and_wait_timeout(struct io_uring *ring,
 	return __real_io_uring_submit_and_wait_timeout(ring, cqe_ptr, wait_nr, ts, sigmask);
 }
 
-/* Block-device discard (synchronous in the backend): the storage stub. */
-int storage_discard(const struct storage *s, uint64_t off, uint64_t len, bool secure)
-{
-	CHECK(s->fd == disk_fd && disk_blkdev && lim.discard && !lim.read_only);
-	CHECK(!secure || lim.discard_secure);
-	check_extent(off, len);
-	return 0;
-}
-
 /* ---- event channel stub ------------------------------------------------- */
 
 static int evt_ack(void *ctx)
@@ -473,7 +464,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	order = ((h.cfg0 >> 1) & 7) % (RING_MAX_ORDER + 1);
 	set_limits(&h);
 	load_ring(&c, &h, abi, order);
-	st = (struct storage){ .fd = disk_fd, .is_blkdev = disk_blkdev,
+	st = (struct storage){ .drv = &storage_raw_driver,
+			       .fd = disk_fd, .is_blkdev = disk_blkdev,
 			       .read_only = lim.read_only, .size = disk_bytes,
 			       .logical_block = lim.sector_size,
 			       .physical_block = lim.sector_size,

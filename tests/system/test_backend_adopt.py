@@ -5,7 +5,15 @@
 Linux xen-blkfront does) keeps a verified workload running while the
 backend is SIGKILLed and restarted at random moments, its state never
 leaves Connected, and the journals go away on detach.  A corrupt, foreign
-or missing journal falls back to the Closed scheme without a crash."""
+or missing journal falls back to the Closed scheme without a crash.
+
+Every frontend here runs with XBDFRONT_TEST_EVENTS_ONLY=1: it looks at
+its ring only after an event, never on a timeout's re-check, exactly as
+Linux xen-blkfront, so a restart that leaves a response published but
+never announced hangs the test instead of costing 10-100 ms (issue 20).
+XBD_TEST_KILL_BEFORE_NOTIFY=N (a test-only hook of the backend) makes a
+backend SIGKILL itself at its N-th notification of a queue, in exactly
+that window."""
 import os
 import random
 import signal
@@ -20,11 +28,14 @@ from xenstored_fixtures import xenstored  # noqa: F401
 JOURNAL = "journal/vbd-0-1-51712.q{}"
 
 
-def blkback(daemons, xd, name):
+EVENTS_ONLY = {"XBDFRONT_TEST_EVENTS_ONLY": "1"}
+
+
+def blkback(daemons, xd, name, **env):
     return daemons.start([binary("xbd-blkback"), "-N", "-p", "local", "-R",
                           xd.rundir, "-l", "info", "--max_queues=2",
                           "--max_ring_page_order=2", "--sysfs=none"],
-                         name=name, env=xd.env)
+                         name=name, env=dict(xd.env, **env))
 
 
 class StateWatch:
@@ -62,7 +73,7 @@ def writer(xd, *opts, nbytes=1 << 30):
         frontend_argv(xd, "--timeout", "10000", "--queues", "2",
                       "--ring-order", "2", *opts, "--bytes", str(nbytes),
                       "--seed", "7", "1", "xvda", "verify"),
-        env=sanitizer_env(xd.env), stdout=subprocess.PIPE,
+        env=sanitizer_env(dict(xd.env, **EVENTS_ONLY)), stdout=subprocess.PIPE,
         stderr=subprocess.PIPE, text=True)
 
 
@@ -288,3 +299,70 @@ def test_kills_during_adoption_itself(daemons, xenstored):
         reap(w)
     assert_verified(rc, out, err)
     assert state(xenstored, BE) == "6"          # followed the frontend's close
+
+
+def test_killed_between_publish_and_notify_the_restart_notifies_first(
+        daemons, xenstored):
+    """The fault hook kills each backend right after it published a
+    response the frontend asked to be told about, before the notify: the
+    events-only writer is left waiting for an event only the restarted
+    backend can send.  Each restart's first act on each queue is that
+    notification (its log says so before anything else of the queue, and
+    evt_out counts it), and the writer verifies its data.  Without the
+    notification on adoption the writer waits for good and this fails."""
+    hook = {"XBD_TEST_KILL_BEFORE_NOTIFY": "40"}
+    be = blkback(daemons, xenstored, "blkback-0", **hook)
+    attach(xenstored, 32 << 20, "128M", 10)
+    w = writer(xenstored, "--no-recover", nbytes=64 << 20)
+    try:
+        for n in range(1, 4):
+            wait_for(lambda: be.proc.poll() is not None or w.poll() is not None,
+                     f"backend {n - 1} killed by the hook", 60)
+            assert be.proc.returncode == -signal.SIGKILL, be.log_text()
+            assert w.poll() is None, w.communicate()
+            last = n == 3
+            be = blkback(daemons, xenstored, f"blkback-{n}", **({} if last else hook))
+            wait_for(lambda: "adopted 2 queue(s)" in be.log_text(),
+                     f"restart {n} adopts:\n" + be.log_text())
+            log = be.log_text()
+            for q in (0, 1):
+                assert f"queue {q}: adopted at rsp_prod" in log, log
+            s = stats(xenstored, be)
+            assert int(s["evt_out"]) >= 2, s       # one per queue at least
+        rc, out, err = finish(w, timeout=120)
+    finally:
+        reap(w)
+    assert_verified(rc, out, err)
+
+
+def test_backend_killed_under_a_detach_closes_the_device(daemons, xenstored):
+    """The backend is frozen (SIGSTOP) when the toolstack detaches the
+    disk (online 0, Closing) and killed once the frontend answered; the
+    restarted backend still owes the toolstack its Closed: it probes the
+    detached device, follows the frontend to Closed and the detach ends
+    within its timeout (before, a restart ignored an offline device and
+    the detach timed out)."""
+    be = blkback(daemons, xenstored, "blkback-0")
+    attach(xenstored, 32 << 20, "128M", 10)
+    w = writer(xenstored, "--no-recover", nbytes=1 << 30)
+    det = None
+    try:
+        wait_for(lambda: state(xenstored, FE) == state(xenstored, BE) == "4",
+                 "both ends Connected")
+        be.proc.send_signal(signal.SIGSTOP)
+        det = subprocess.Popen([binary("xbd"), "--platform", "local", "block-detach",
+                                "1", "xvda", "--timeout", "30"],
+                               env=sanitizer_env(xenstored.env), stdout=subprocess.PIPE,
+                               stderr=subprocess.PIPE, text=True)
+        wait_for(lambda: state(xenstored, FE) in ("5", "6"), "the frontend closes", 30)
+        be.stop(signal.SIGKILL)
+        be = blkback(daemons, xenstored, "blkback-1")
+        out, err = det.communicate(timeout=60)
+        assert det.returncode == 0, (out, err, be.log_text())
+        assert "probed" in be.log_text()
+    finally:
+        if det is not None and det.poll() is None:
+            det.kill()
+            det.wait()
+        reap(w)
+    assert journals(xenstored) == []

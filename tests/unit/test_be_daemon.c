@@ -167,7 +167,7 @@ static void test_serve_detach_restart(void **state)
 	assert_non_null(fgets(stats, sizeof(stats), f));
 	fclose(f);
 	assert_non_null(strstr(stats, "vbd-1-51712: queues 2 oo_req 0 rd_req 2 wr_req 2 "));
-	assert_non_null(strstr(stats, "rd_sect 16 wr_sect 16 inflight 0 adopted 0 replayed_req 0 lat_us "));
+	assert_non_null(strstr(stats, "rd_sect 16 wr_sect 16 inflight 0 adopted 0 replayed_req 0 evt_in "));
 
 	/* SIGKILL the backend under a connected frontend and restart it: it
 	 * adopts the device but not the dead backend's rings (says Closed);

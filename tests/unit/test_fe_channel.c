@@ -548,6 +548,10 @@ static void test_events_only(void **state)
 	assert_int_equal(c[0].user_data, 7);
 	assert_int_equal(c[0].res, 0);
 	assert_int_equal(chan_stats(&f, 0).spins, 0);
+	/* rsp_cons moved, nothing in flight, no event: the wait sleeps until
+	 * its timeout (it used to return at once for ever after the first
+	 * response, so a synchronous I/O never waited for its event) */
+	assert_int_equal(xbdfront_wait(f.dev, 0, 50, -1), 0);
 	fe_fx_close(&f);
 }
 

@@ -474,6 +474,10 @@ static void test_replay_from_journal(void **state)
 	assert_int_equal(be_journal_load(path, &id, fx->ring.nr_ents, 0, &plan, &j), 0);
 	assert_int_equal(plan.n, 2);
 	assert_int_equal(ring_adopt(&fx->ring, plan.req_cons), 0);
+	/* the first act on an adopted ring: one notification (issue 20) */
+	assert_int_equal(be_io_announce(&fx->io), 0);
+	assert_int_equal(fx->notifies, 1);
+	assert_int_equal(fx->stats.evt_out, 1);
 	assert_int_equal(be_io_replay(&fx->io, &plan), 0);
 	fx->io.cfg.journal = j;
 	fe_push(&fx->fe);

@@ -407,6 +407,38 @@ static void test_push_notify(void **state)
 	munmap(m, 4096);
 }
 
+/*
+ * Issue 20: a backend died between publishing responses 1..5 and
+ * notifying; the frontend asked at 3.  Its restart attaches at rsp_prod 5
+ * and adopts: the next push notifies although rsp_event (3) is behind
+ * everything it publishes, and after that the usual rule applies.
+ */
+static void test_adopted_ring_owes_a_notify(void **state)
+{
+	struct be_ring r;
+	void *m = ring_mem(0);
+	(void)state;
+	*hdr_word(&(struct be_ring){ .sring = m }, 2) = 5;   /* rsp_prod */
+	*hdr_word(&(struct be_ring){ .sring = m }, 3) = 3;   /* rsp_event */
+	*hdr_word(&(struct be_ring){ .sring = m }, 0) = 5;   /* req_prod */
+	assert_int_equal(ring_attach(&r, m, 0, RING_ABI_X86_64), 0);
+	assert_false(r.unannounced);
+	assert_int_equal(ring_adopt(&r, 5), 0);
+	assert_true(r.unannounced);
+	assert_true(ring_push_rsps(&r));         /* nothing new: notify anyway */
+	assert_false(r.unannounced);
+	assert_false(ring_push_rsps(&r));        /* once only */
+	*hdr_word(&r, 3) = 6;                    /* the frontend re-armed */
+	ring_put_rsp(&r, 6, 0, 0);
+	assert_true(ring_push_rsps(&r));
+	ring_put_rsp(&r, 7, 0, 0);
+	assert_false(ring_push_rsps(&r));
+	/* a plain attach (no adoption) owes nothing */
+	assert_int_equal(ring_attach(&r, m, 0, RING_ABI_X86_64), 0);
+	assert_false(ring_push_rsps(&r));
+	munmap(m, 4096);
+}
+
 static void test_rsp_layout(void **state)
 {
 	(void)state;
@@ -506,6 +538,7 @@ int main(void)
 		cmocka_unit_test(test_prod_backwards_and_wrap),
 		cmocka_unit_test(test_final_check),
 		cmocka_unit_test(test_push_notify),
+		cmocka_unit_test(test_adopted_ring_owes_a_notify),
 		cmocka_unit_test(test_rsp_layout),
 		cmocka_unit_test(test_trap_sees_double_read),
 		cmocka_unit_test(test_slot_changes_between_reads),

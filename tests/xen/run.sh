@@ -5,12 +5,13 @@
 #
 # Usage: run.sh --out DIR [--phases "P K H U D R"] [--mb N] [--timeout S]
 #   --out DIR      run directory: serial.log, summary.txt, qemu.cmd
-#   --phases LIST  scenario phases (default "P K H U D R", see guest/scenario.sh)
+#   --phases LIST  scenario phases (default "P K H U D S R", see guest/scenario.sh)
 #   --mb N         size of the dd tests in MiB (default 8)
 #   --timeout S    kill QEMU after S seconds (default 2700; a loaded host
 #                  slows TCG several times over)
 #   --set K=V      a setting for the scenario (repeatable), e.g.
-#                  URESTART=0 leaves out phase U's backend restart
+#                  URESTART=0 leaves out phase U's backend restart,
+#                  SKILLS=3 SROUNDS=s1 shortens phase S (guest/phase-s.sh)
 # Environment: XBD_BUILD (default ./build) holds bin/xbd-test-platform
 # (required) and bin/xbd-blkback (copied when present); XBD_XEN_OUT holds
 # the images.  Exit status 0 when dom0 ran the scenario to its end; the
@@ -18,14 +19,14 @@
 set -uo pipefail
 source "$(dirname "$0")/common.sh"
 
-OUT="" PHASES="P K H U D R" MB=8 TIMEOUT=2700 SETS=()
+OUT="" PHASES="P K H U D S R" MB=8 TIMEOUT=2700 SETS=()
 while [ $# -gt 0 ]; do
 	case $1 in
 	--out) OUT=$2; shift ;;
 	--phases) PHASES=$2; shift ;;
 	--mb) MB=$2; shift ;;
 	--timeout) TIMEOUT=$2; shift ;;
-	--set) [[ $2 =~ ^[A-Z_]+=[A-Za-z0-9_.]*$ ]] || die "--set wants K=V, not '$2'"
+	--set) [[ $2 =~ ^[A-Z_]+=[A-Za-z0-9_.\ ]*$ ]] || die "--set wants K=V, not '$2'"
 	       SETS+=("$2"); shift ;;
 	-h | --help) sed -n '2,/^set /p' "$0" | sed -e '$d' -e 's/^# \{0,1\}//'; exit 0 ;;
 	*) die "unknown option $1 (see --help)" ;;
@@ -46,7 +47,7 @@ O=$OUT/overlay
 mkdir -p "$O/xbd" "$O/opt/xbd/bin" "$O/etc/xen/scripts"
 install -m 0755 "$XBD_XEN_SRC/guest/scenario.sh" "$XBD_XEN_SRC/guest/stub-backend.sh" \
 	"$XBD_XEN_SRC/guest/loop-hotplug" "$O/xbd/"
-install -m 0644 "$XBD_XEN_SRC/guest/phase-u.sh" "$O/xbd/"
+install -m 0644 "$XBD_XEN_SRC/guest/phase-u.sh" "$XBD_XEN_SRC/guest/phase-s.sh" "$O/xbd/"
 install -m 0755 "$SRC/tools/hotplug/xbd-block" "$O/etc/xen/scripts/xbd-block"
 # phase R: its scenario part and its domU's initrd (with the xbd frontend)
 if [[ " $PHASES " == *" R "* ]]; then
@@ -54,7 +55,7 @@ if [[ " $PHASES " == *" R "* ]]; then
 	bash "$XBD_XEN_SRC/build-domr.sh" "$BUILD" "$O/boot/domr-initrd.cpio.gz" || die "build-domr.sh failed"
 fi
 printf 'PHASES="%s"\nMB=%d\n' "$PHASES" "$MB" > "$O/xbd/config"
-for kv in "${SETS[@]}"; do echo "$kv" >> "$O/xbd/config"; done
+for kv in "${SETS[@]}"; do printf '%s=%q\n' "${kv%%=*}" "${kv#*=}" >> "$O/xbd/config"; done
 for p in xbd-test-platform xbd-blkback; do
 	[ -x "$BUILD/bin/$p" ] || continue
 	cp "$BUILD/bin/$p" "$O/opt/xbd/bin/"
@@ -74,8 +75,11 @@ XEN_ARGS="console=com1 com1=115200 loglvl=all guest_loglvl=all noreboot bootscru
 XEN_ARGS="$XEN_ARGS dom0_mem=1024M,max:1024M dom0_max_vcpus=2"
 DOM0_ARGS="console=hvc0 earlyprintk=xen loglevel=4"
 SER=$OUT/serial.log
+# phase S's domU has 1 GiB: QEMU only touches what the guests use
+MEM=2048
+[[ " $PHASES " == *" S "* ]] && MEM=3584
 QEMU=(qemu-system-x86_64 -machine pc -accel tcg,thread=multi -cpu qemu64
-      -smp 2 -m 2048 -nographic -nic none -no-reboot -monitor none
+      -smp 2 -m $MEM -nographic -nic none -no-reboot -monitor none
       -device isa-debug-exit,iobase=0xf4,iosize=0x01
       -serial "file:$SER"
       -kernel "$XEN_ELF" -append "$XEN_ARGS"

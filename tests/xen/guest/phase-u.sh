@@ -17,16 +17,18 @@ USEQ=0                          # sequence number of the domU's commands
 UIMG=/srv/u.img
 UBLKFRONT="max_queues=2 max_ring_page_order=2"
 
-u() { echo "XBDXEN-U $1 | $2 | $3"; }
+# phase S (phase-s.sh) uses these helpers too, with UPHASE=S
+u() { echo "XBDXEN-${UPHASE:-U} $1 | $2 | $3"; }
 u_devdir() { echo "$USYS/bus/xen-backend/devices/vbd-$DOMID-$UDEV"; }
 
-# u_start LABEL: start xbd-blkback and wait for its tree (or 60 s)
+# u_start LABEL: start xbd-blkback (with $UARGS) and wait for its tree
+# (or 60 s)
 u_start() {
 	local i
 	mkdir -p $URUN
 	echo "---- $1" >> $LOGS/blkback.log
 	# each log line gets dom0's clock (bash's own, no process per line)
-	xbd-blkback --platform xen --rundir $URUN --foreground --log-level info \
+	xbd-blkback --platform xen --rundir $URUN --foreground --log-level info ${UARGS:-} \
 		> >(while IFS= read -r l; do echo "$EPOCHREALTIME $l"; done >> $LOGS/blkback.log) 2>&1 &
 	UPID=$!
 	for i in $(seq 240); do

@@ -15,6 +15,10 @@
 #   D  domain queries about the domU: alive, dying (held by our mapping
 #      of its console grant) after xl destroy, then gone; with U, what
 #      xbd-blkback still holds after the destroy
+#   S  SIGKILL + restart of xbd-blkback under a domU's readers and
+#      writers, 1 and 4 queues, persistent grants on and off; kills while
+#      the frontend is Initialised and Closing; xl destroy under I/O
+#      (guest/phase-s.sh)
 #   R  xbd's frontend in a second PV domU against kernel xen-blkback
 #      (guest/phase-r.sh, guest/domr-init); after U, xbd-blkback is
 #      stopped and kernel blkback loaded again first
@@ -294,8 +298,9 @@ has R && . /xbd/phase-r.sh && r_create   # its domU boots during H and D
 has H && timed phase-H phase_h
 has U && timed phase-U phase_u
 has D && timed phase-D phase_d
-has U && u_stop
-if has U && has R && ! [ -d /sys/module/xen_blkback ]; then
+has S && . /xbd/phase-s.sh && UPHASE=S timed phase-S phase_s
+{ has U || has S; } && u_stop
+if { has U || has S; } && has R && ! [ -d /sys/module/xen_blkback ]; then
 	insmod "$(grep xen-blkback /etc/xbd-xen/modules)" && echo "XBDXEN-U insmod | - | ok"
 fi
 has R && timed phase-R phase_r
