@@ -9,7 +9,7 @@
 #   make check-xen  deps + build + boot real Xen under QEMU (tests/xen)
 #   make lint       cppcheck and clang-tidy over every C file (scripts/lint.sh;
 #                   .clang-tidy, scripts/cppcheck-suppressions.txt); in check
-#   make fuzz       build and run the libFuzzer targets for a set time
+#   make fuzz       build and run the libFuzzer targets (10^7 runs or 1 h each)
 #   make soak       deps + build + hours-long leak and fault loops
 #                   (tests/soak, then the backend killed under fio; not
 #                   in check; SOAK_CYCLES, SOAK_MINUTES, XBD_FAULT_KILLS)
@@ -45,7 +45,7 @@ deps:
 
 # check: the optimised build must compile too (-Werror differs with -O2),
 # then everything is rebuilt and run under AddressSanitizer + UBSan.
-# pytest's summary is the last line.
+# pytest's summary is the last line, after the reason of every skip (-rs).
 check: deps
 	@$(MAKE) --no-print-directory all
 	@$(MAKE) --no-print-directory lint
@@ -64,7 +64,7 @@ run-unit: unit-tests
 	@sh scripts/run-unit-tests.sh $(UNIT_TEST_BINS)
 
 system-tests:
-	@XBD_BUILD=$(abspath $(O)) /usr/bin/python3 -m pytest -p no:cacheprovider -q tests/system
+	@XBD_BUILD=$(abspath $(O)) /usr/bin/python3 -m pytest -p no:cacheprovider -q -rs tests/system
 
 # check-xen: real Xen 4.17 + a Linux PV dom0 under qemu-system-x86_64 (TCG),
 # images built from Debian packages into build/xen (Documentation/xen-testing.md).

@@ -318,22 +318,48 @@ void devtab_queue_done(struct devtab *t, int fd)
 	}
 }
 
+void devtab_gather(const struct backend_dev *d, int q, struct be_stats *s,
+		   struct gnt_pool_view *v)
+{
+	memset(s, 0, sizeof(*s));
+	memset(v, 0, sizeof(*v));
+	for (unsigned int i = 0; d->queues && i < d->nr_queues; i++) {
+		struct gnt_pool_view one;
+
+		if (q >= 0 && i != (unsigned int)q)
+			continue;
+		be_stats_add_to(s, &d->queues[i].stats);
+		gnt_xport_pool(&d->queues[i].xport, &one);
+		v->pages_free += one.pages_free;
+		v->pages_in_use += one.pages_in_use;
+		v->grants_mapped += one.grants_mapped;
+		v->squeezes += one.squeezes;
+		v->budget_pages += one.budget_pages;
+	}
+}
+
 void devtab_dump_stats(const struct devtab *t, FILE *f)
 {
 	for (unsigned int i = 0; i < t->n; i++) {
 		const struct backend_dev *d = t->dev[i];
-		struct be_stats s = { 0 };
+		struct be_stats s;
+		struct gnt_pool_view v;
 
-		for (unsigned int q = 0; q < d->nr_queues; q++)
-			be_stats_add_to(&s, &d->queues[q].stats);
+		devtab_gather(d, -1, &s, &v);
 		fprintf(f, "vbd-%u-%u: queues %u oo_req %" PRIu64 " rd_req %" PRIu64
 			" wr_req %" PRIu64 " f_req %" PRIu64 " ds_req %" PRIu64
 			" rd_sect %" PRIu64 " wr_sect %" PRIu64 " inflight %" PRIu64
 			" adopted %" PRIu64 " replayed_req %" PRIu64
-			" evt_in %" PRIu64 " evt_out %" PRIu64,
+			" pool_pages_free %" PRIu64 " pool_pages_in_use %" PRIu64
+			" persistent_grants %" PRIu64 " squeezes %" PRIu64
+			" evt_in %" PRIu64 " evt_out %" PRIu64
+			" mem_waits %" PRIu64 " budget_pages %" PRIu64
+			" errors %" PRIu64,
 			d->fe_domid, d->devid, d->nr_queues, s.oo_req, s.rd_req, s.wr_req,
 			s.f_req, s.ds_req, s.rd_sect, s.wr_sect, s.inflight, s.adopted,
-			s.replayed_req, s.evt_in, s.evt_out);
+			s.replayed_req, v.pages_free, v.pages_in_use, v.grants_mapped,
+			v.squeezes, s.evt_in, s.evt_out, s.mem_waits, v.budget_pages,
+			s.errors);
 		/* latency histogram: "lat_us <from>:<count> ..." for non-empty
 		 * buckets; bucket b holds [2^b, 2^(b+1)) us, bucket 0 below 2 us */
 		fprintf(f, " lat_us");

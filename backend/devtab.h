@@ -41,6 +41,12 @@ unsigned int devtab_pollfds(struct devtab *t, struct pollfd *fds, unsigned int m
  * watch fd: be_dev_storage_event(). */
 void devtab_queue_done(struct devtab *t, int fd);
 
+/* Sum the statistics and pool counts of queue q of d, or of all its
+ * queues when q < 0: the one source of both the tree's statistics and
+ * the SIGUSR1 dump, so the two cannot disagree.  Any thread. */
+void devtab_gather(const struct backend_dev *d, int q, struct be_stats *s,
+		   struct gnt_pool_view *v);
+
 /* The ms until devtab_timers() has work (deferred connects, teardown
  * deadlines), or -1; and that work. */
 int devtab_timeout_ms(const struct devtab *t);

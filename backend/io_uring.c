@@ -209,6 +209,8 @@ static void complete(struct be_io *io, struct be_pending *p, int status)
 	p->mapped = false;
 	be_stats_record_latency(s, now_ns() - p->start_ns);
 	be_stat_sub(&s->inflight, 1);
+	if (status != BLKIF_RSP_OKAY)
+		be_stat_add(&s->errors, 1);
 	/* The journal brackets the response (journal.h): a crash anywhere in
 	 * here is resolved against the published rsp_prod on adoption. */
 	be_journal_answering(io->cfg.journal, slot_of(io, p), at);

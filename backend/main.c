@@ -35,7 +35,7 @@ struct options {
 	enum xbd_platform_kind platform;
 	const char *rundir, *pid_file;
 	const char *sysfs;            /* NULL: $rundir/sys; "none": no tree */
-	const char *pressure;         /* --pressure SPEC, or NULL */
+	const char *pressure;         /* --pressure SPEC ("auto"), or "none" */
 	bool foreground;
 	unsigned int domid;
 	enum xbd_log_level level;
@@ -57,9 +57,12 @@ static void usage(FILE *f)
 "  -s, --sysfs DIR          mount the sysfs-style tree at DIR (default\n"
 "                           $rundir/sys; \"none\": no tree)\n"
 "  -P, --pressure SPEC      squeeze page pools on memory pressure from\n"
+"                           auto (default: this process's cgroup v2\n"
+"                           memory.pressure, else /proc/pressure/memory,\n"
+"                           else its cgroup v1 memory group; logs which),\n"
 "                           psi[:FILE] (a PSI trigger on /proc/pressure/memory\n"
-"                           or a cgroup v2 memory.pressure) or cgroup1:DIR (a\n"
-"                           cgroup v1 memory.pressure_level event)\n"
+"                           or a cgroup v2 memory.pressure), cgroup1:DIR (a\n"
+"                           cgroup v1 memory.pressure_level event) or none\n"
 "  -h, --help               this text\n"
 "\n"
 "Tunables (Linux xen-blkback's names; Documentation/ABI/backend-tunables):\n");
@@ -222,7 +225,7 @@ static int on_signal(int sfd, const struct devtab *t, const char *rundir)
 /* What the control loop polls besides xenstore and the queues. */
 struct extras {
 	struct sysfs *sysfs;          /* NULL: no tree */
-	struct pressure *pressure;    /* NULL: no --pressure */
+	struct pressure *pressure;    /* NULL: none (or auto found none) */
 };
 
 /* The tree's and the pressure source's events; a source that went away
@@ -284,12 +287,22 @@ static int start_extras(const struct options *o, struct devtab *t, const char *r
 	char dir[512];
 	int rc;
 
-	if (o->pressure) {
+	if (!strcmp(o->pressure, "auto")) {
+		/* the default: no source is a warning, not a reason to stop */
+		rc = pressure_open("auto", &x->pressure);
+		if (rc)
+			log_warn("--pressure auto: no memory-pressure source (%s): "
+				 "only the tree's memory_pressure squeezes", strerror(-rc));
+		else
+			log_info("--pressure auto: %s (%s)", pressure_spec(x->pressure),
+				 pressure_origin(x->pressure));
+	} else if (strcmp(o->pressure, "none")) {
 		rc = pressure_open(o->pressure, &x->pressure);
 		if (rc) {
 			log_err("--pressure %s: %s", o->pressure, strerror(-rc));
 			return rc;
 		}
+		log_info("--pressure %s", pressure_spec(x->pressure));
 	}
 	if (o->sysfs && !strcmp(o->sysfs, "none"))
 		return 0;
@@ -383,7 +396,8 @@ out:
 
 int main(int argc, char **argv)
 {
-	struct options o = { .platform = XBD_PLATFORM_AUTO, .level = XBD_LOG_WARN };
+	struct options o = { .platform = XBD_PLATFORM_AUTO, .level = XBD_LOG_WARN,
+			     .pressure = "auto" };
 	int rc;
 
 	tun_init();

@@ -6,6 +6,7 @@
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <limits.h>
 #include <string.h>
 #include <sys/eventfd.h>
 #include <time.h>
@@ -22,6 +23,8 @@ struct pressure {
 	enum pressure_kind kind;
 	int fd;            /* psi: the trigger file; cgroup1: the eventfd */
 	int level_fd;      /* cgroup1: memory.pressure_level, held open */
+	char spec[PATH_MAX + 16];     /* what it is armed on, as a --pressure */
+	const char *origin;           /* auto's reason for picking it, or NULL */
 };
 
 static uint64_t fired;     /* relaxed atomic: pressure reports */
@@ -73,7 +76,11 @@ int pressure_open(const char *spec, struct pressure **out)
 	if (!p)
 		return -ENOMEM;
 	p->fd = p->level_fd = -1;
-	if (!strcmp(spec, "psi")) {
+	if (!strcmp(spec, "auto")) {
+		free(p);
+		return pressure_open_auto("/proc/self/cgroup", "/proc/self/mountinfo",
+					  PRESSURE_PSI_DEFAULT, out);
+	} else if (!strcmp(spec, "psi")) {
 		p->kind = PRESSURE_PSI;
 		rc = open_psi(p, PRESSURE_PSI_DEFAULT);
 	} else if (!strncmp(spec, "psi:", 4) && spec[4]) {
@@ -89,8 +96,127 @@ int pressure_open(const char *spec, struct pressure **out)
 		pressure_close(p);
 		return rc;
 	}
+	snprintf(p->spec, sizeof(p->spec), "%s", strcmp(spec, "psi") ? spec :
+		 "psi:" PRESSURE_PSI_DEFAULT);
 	*out = p;
 	return 0;
+}
+
+/* ---- auto ---------------------------------------------------------------- */
+
+/*
+ * Where the hierarchy holding our cgroup is mounted: the mountinfo line
+ * of fstype "cgroup2" (v2), or of fstype "cgroup" with "memory" among its
+ * super options (v1); out = mount point + our path below the mount's
+ * root.  cgroup_line is our /proc/self/cgroup line's path ("/a/b").
+ */
+static bool has_word(const char *list, const char *word)
+{
+	size_t n = strlen(word);
+
+	for (const char *p = list; (p = strstr(p, word)); p += n)
+		if ((p == list || p[-1] == ',') && (p[n] == ',' || !p[n]))
+			return true;
+	return false;
+}
+
+static int cgroup_dir(const char *mountinfo, bool v2, const char *path, char *out,
+		      size_t len)
+{
+	char line[1024], root[512], mnt[512], fstype[64], opts[512];
+	FILE *f = fopen(mountinfo, "re");
+	int rc = -ENOENT;
+
+	if (!f)
+		return -errno;
+	while (rc && fgets(line, sizeof(line), f)) {
+		const char *sep = strstr(line, " - ");
+		size_t rlen;
+
+		if (!sep || sscanf(line, "%*s %*s %*s %511s %511s", root, mnt) != 2 ||
+		    sscanf(sep + 3, "%63s %*s %511s", fstype, opts) != 2)
+			continue;
+		if (v2 ? strcmp(fstype, "cgroup2") :
+			 strcmp(fstype, "cgroup") || !has_word(opts, "memory"))
+			continue;
+		rlen = strcmp(root, "/") ? strlen(root) : 0;
+		if (strncmp(path, root, rlen) || (path[rlen] != '/' && path[rlen]))
+			continue;               /* our cgroup is not under this mount */
+		if (snprintf(out, len, "%s%s", mnt, path + rlen) < (int)len)
+			rc = 0;
+	}
+	fclose(f);
+	return rc;
+}
+
+/* Our cgroup's path in /proc/self/cgroup: the "0::" line (v2) or the
+ * line whose controllers include memory (v1). */
+static int cgroup_path(const char *self_cgroup, bool v2, char *out, size_t len)
+{
+	char line[1024];
+	FILE *f = fopen(self_cgroup, "re");
+	int rc = -ENOENT;
+
+	if (!f)
+		return -errno;
+	while (rc && fgets(line, sizeof(line), f)) {
+		char *ctl = strchr(line, ':'), *path = ctl ? strchr(ctl + 1, ':') : NULL;
+
+		if (!path)
+			continue;
+		*ctl = *path++ = '\0';     /* line: the id; ctl + 1: controllers */
+		path[strcspn(path, "\n")] = '\0';
+		if (v2 ? strcmp(line, "0") || ctl[1] : !has_word(ctl + 1, "memory"))
+			continue;
+		if (snprintf(out, len, "%s", strcmp(path, "/") ? path : "") < (int)len)
+			rc = 0;
+	}
+	fclose(f);
+	return rc;
+}
+
+int pressure_open_auto(const char *self_cgroup, const char *mountinfo, const char *psi_file,
+		       struct pressure **out)
+{
+	char path[PATH_MAX], dir[PATH_MAX], spec[PATH_MAX + 32];
+	int rc = -ENOENT;
+
+	*out = NULL;
+	/* 1. the service's own cgroup v2: its stalls, not the machine's */
+	if (!cgroup_path(self_cgroup, true, path, sizeof(path)) &&
+	    !cgroup_dir(mountinfo, true, path, dir, sizeof(dir))) {
+		snprintf(spec, sizeof(spec), "psi:%s/memory.pressure", dir);
+		if (!(rc = pressure_open(spec, out))) {
+			(*out)->origin = "the service's cgroup v2";
+			return 0;
+		}
+	}
+	/* 2. the whole machine's PSI */
+	snprintf(spec, sizeof(spec), "psi:%s", psi_file);
+	if (!(rc = pressure_open(spec, out))) {
+		(*out)->origin = "system-wide PSI";
+		return 0;
+	}
+	/* 3. a kernel without PSI: the cgroup v1 memory controller's event */
+	if (!cgroup_path(self_cgroup, false, path, sizeof(path)) &&
+	    !cgroup_dir(mountinfo, false, path, dir, sizeof(dir))) {
+		snprintf(spec, sizeof(spec), "cgroup1:%s", dir);
+		if (!(rc = pressure_open(spec, out))) {
+			(*out)->origin = "the service's cgroup v1";
+			return 0;
+		}
+	}
+	return rc;
+}
+
+const char *pressure_spec(const struct pressure *p)
+{
+	return p->spec;
+}
+
+const char *pressure_origin(const struct pressure *p)
+{
+	return p->origin;
 }
 
 void pressure_close(struct pressure *p)

@@ -7,6 +7,11 @@
  * buffer_squeeze_duration_ms.
  *
  * Sources (--pressure SPEC; the tree's write is the third one):
+ *   auto           (the default) the first that arms of: a PSI trigger on
+ *                  the service's own cgroup v2 memory.pressure (found
+ *                  from /proc/self/cgroup and /proc/self/mountinfo), on
+ *                  the system-wide /proc/pressure/memory, or the cgroup
+ *                  v1 memory controller's event on the service's group.
  *   psi[:FILE]     a PSI trigger ("some 50000 1000000": 50 ms of stall in
  *                  a 1 s window) on FILE, default /proc/pressure/memory, or
  *                  a cgroup v2 memory.pressure.  Without CAP_SYS_RESOURCE
@@ -36,6 +41,18 @@ struct pressure;
  * opening or arming it (-ENOENT, -EACCES...). */
 int pressure_open(const char *spec, struct pressure **out);
 void pressure_close(struct pressure *p);
+
+/* "auto" with its inputs named (tests give made-up ones): our cgroups
+ * (/proc/self/cgroup), the mounts (/proc/self/mountinfo) and the system
+ * PSI file.  0, or the errno of the last source tried. */
+int pressure_open_auto(const char *self_cgroup, const char *mountinfo, const char *psi_file,
+		       struct pressure **out);
+
+/* What p is armed on, as a --pressure spec ("psi:/proc/pressure/memory"),
+ * and why auto picked it ("system-wide PSI"; NULL when not by auto).
+ * Both live as long as p. */
+const char *pressure_spec(const struct pressure *p);
+const char *pressure_origin(const struct pressure *p);
 
 /* The fd to poll and the events to poll it for. */
 int pressure_fd(const struct pressure *p);

@@ -36,6 +36,7 @@ void be_stats_add_to(struct be_stats *sum, const struct be_stats *q)
 	sum->adopted += rd(&q->adopted);
 	sum->replayed_req += rd(&q->replayed_req);
 	sum->mem_waits += rd(&q->mem_waits);
+	sum->errors += rd(&q->errors);
 	for (unsigned int i = 0; i < BE_LAT_BUCKETS; i++)
 		sum->lat[i] += rd(&q->lat[i]);
 }

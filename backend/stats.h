@@ -20,6 +20,8 @@
  * Ours: adopted is set once when the queue took over the ring of a dead
  * backend (journal.h); replayed_req counts the journalled requests it
  * re-ran then (they are also counted in rd_req/wr_req/... again).
+ * errors (ours) counts every response whose status was not OKAY: rejected
+ * requests, storage errors, unsupported operations.
  */
 #ifndef XBD_BACKEND_STATS_H
 #define XBD_BACKEND_STATS_H
@@ -39,6 +41,7 @@ struct be_stats {
 	uint64_t adopted;       /* 1: this ring was adopted from a dead backend */
 	uint64_t replayed_req;  /* journalled requests re-run after adoption */
 	uint64_t mem_waits;     /* times the ring waited for the memory budget */
+	uint64_t errors;        /* responses not BLKIF_RSP_OKAY (ERROR, EOPNOTSUPP) */
 	uint64_t lat[BE_LAT_BUCKETS];   /* completion latency histogram */
 };
 

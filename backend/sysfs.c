@@ -17,6 +17,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "backend/devtab.h"
 #include "backend/pressure.h"
 #include "backend/sysfs.h"
 #include "backend/tunables.h"
@@ -55,14 +56,27 @@ static const char *const attr_names[] = { "mode", "physical_device", "state", "n
 					   "storage" };
 enum { NR_ATTRS = sizeof(attr_names) / sizeof(attr_names[0]) };
 
-/* Linux's statistics first (their order in xenbus.c), then ours. */
-static const char *const stat_names[] = {
-	"oo_req", "rd_req", "wr_req", "f_req", "ds_req", "rd_sect", "wr_sect",
-	"inflight", "latency_us", "pool_pages_free", "pool_pages_in_use",
-	"persistent_grants", "squeezes", "evt_in", "evt_out",
-	"adopted", "replayed_req", "mem_waits", "budget_pages",
+/* Linux's statistics first (their order in xenbus.c), then ours.  Each
+ * name has its own index, so render_stat's values cannot drift from the
+ * names (a repeated name once hid adopted and replayed_req). */
+enum stat_id {
+	ST_OO_REQ, ST_RD_REQ, ST_WR_REQ, ST_F_REQ, ST_DS_REQ, ST_RD_SECT, ST_WR_SECT,
+	ST_INFLIGHT, ST_LATENCY_US, ST_POOL_FREE, ST_POOL_IN_USE, ST_PGRANTS,
+	ST_SQUEEZES, ST_EVT_IN, ST_EVT_OUT, ST_ADOPTED, ST_REPLAYED_REQ,
+	ST_MEM_WAITS, ST_BUDGET_PAGES, ST_ERRORS, ST_COUNT
 };
-enum { NR_STATS = sizeof(stat_names) / sizeof(stat_names[0]) };
+static const char *const stat_names[ST_COUNT] = {
+	[ST_OO_REQ] = "oo_req", [ST_RD_REQ] = "rd_req", [ST_WR_REQ] = "wr_req",
+	[ST_F_REQ] = "f_req", [ST_DS_REQ] = "ds_req", [ST_RD_SECT] = "rd_sect",
+	[ST_WR_SECT] = "wr_sect", [ST_INFLIGHT] = "inflight",
+	[ST_LATENCY_US] = "latency_us", [ST_POOL_FREE] = "pool_pages_free",
+	[ST_POOL_IN_USE] = "pool_pages_in_use", [ST_PGRANTS] = "persistent_grants",
+	[ST_SQUEEZES] = "squeezes", [ST_EVT_IN] = "evt_in", [ST_EVT_OUT] = "evt_out",
+	[ST_ADOPTED] = "adopted", [ST_REPLAYED_REQ] = "replayed_req",
+	[ST_MEM_WAITS] = "mem_waits", [ST_BUDGET_PAGES] = "budget_pages",
+	[ST_ERRORS] = "errors",
+};
+enum { NR_STATS = ST_COUNT };
 
 struct node {
 	bool is_dir;
@@ -182,43 +196,25 @@ static bool writable(const struct node *n)
 
 /* ---- contents --------------------------------------------------------------- */
 
-/* Sum the statistics and pool counts of one queue, or of all of them. */
-static void gather(const struct node *n, struct be_stats *s, struct gnt_pool_view *v)
-{
-	const struct backend_dev *d = n->d;
-
-	memset(s, 0, sizeof(*s));
-	memset(v, 0, sizeof(*v));
-	for (unsigned int q = 0; d->queues && q < d->nr_queues; q++) {
-		struct gnt_pool_view one;
-
-		if (n->queue >= 0 && q != (unsigned int)n->queue)
-			continue;
-		be_stats_add_to(s, &d->queues[q].stats);
-		gnt_xport_pool(&d->queues[q].xport, &one);
-		v->pages_free += one.pages_free;
-		v->pages_in_use += one.pages_in_use;
-		v->grants_mapped += one.grants_mapped;
-		v->squeezes += one.squeezes;
-		v->budget_pages += one.budget_pages;
-	}
-}
-
 static int render_stat(const struct node *n, char *buf, size_t len)
 {
 	struct be_stats s;
 	struct gnt_pool_view v;
 	int off = 0;
 
-	gather(n, &s, &v);
-	/* one value per stat_names[] entry, in its order */
+	devtab_gather(n->d, n->queue, &s, &v);
 	uint64_t val[NR_STATS] = {
-		s.oo_req, s.rd_req, s.wr_req, s.f_req, s.ds_req, s.rd_sect, s.wr_sect,
-		s.inflight, 0, v.pages_free, v.pages_in_use, v.grants_mapped, v.squeezes,
-		s.evt_in, s.evt_out,
-		s.adopted, s.replayed_req, s.mem_waits, v.budget_pages,
+		[ST_OO_REQ] = s.oo_req, [ST_RD_REQ] = s.rd_req, [ST_WR_REQ] = s.wr_req,
+		[ST_F_REQ] = s.f_req, [ST_DS_REQ] = s.ds_req, [ST_RD_SECT] = s.rd_sect,
+		[ST_WR_SECT] = s.wr_sect, [ST_INFLIGHT] = s.inflight,
+		[ST_POOL_FREE] = v.pages_free, [ST_POOL_IN_USE] = v.pages_in_use,
+		[ST_PGRANTS] = v.grants_mapped, [ST_SQUEEZES] = v.squeezes,
+		[ST_EVT_IN] = s.evt_in, [ST_EVT_OUT] = s.evt_out,
+		[ST_ADOPTED] = s.adopted, [ST_REPLAYED_REQ] = s.replayed_req,
+		[ST_MEM_WAITS] = s.mem_waits, [ST_BUDGET_PAGES] = v.budget_pages,
+		[ST_ERRORS] = s.errors,
 	};
-	if (strcmp(stat_names[n->idx], "latency_us"))
+	if (n->idx != ST_LATENCY_US)
 		return snprintf(buf, len, "%" PRIu64 "\n", val[n->idx]);
 	/* "<from>:<count>" for the non-empty buckets, as the stats dump */
 	for (unsigned int b = 0; b < BE_LAT_BUCKETS && off < (int)len; b++)

@@ -44,7 +44,7 @@ struct xbdfront_dev {
 	unsigned int resets;          /* fe_dev_reset calls that succeeded */
 };
 
-#define FE_DEV_MAX_QUEUES 16u
+#define FE_DEV_MAX_QUEUES XBDFRONT_MAX_QUEUES
 
 int fe_dev_create(struct xbd_platform *plat, struct xbd_domain *dom,
 		  const struct fe_dev_params *par, struct xbdfront_dev **out);

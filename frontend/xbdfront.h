@@ -73,10 +73,14 @@ enum xbdfront_abi {
 	XBDFRONT_ABI_X86_32,          /* 108-byte requests, 12-byte responses */
 };
 
+/* The most queues a disk has: a larger max_queues is capped to it. */
+#define XBDFRONT_MAX_QUEUES 16u
+
 /* What the frontend asks for; the backend's limits cap each value. */
 struct xbdfront_opts {
 	enum xbdfront_abi abi;
-	unsigned int max_queues;          /* default 4 (Linux blkfront) */
+	unsigned int max_queues;          /* default 4 (Linux blkfront), at most
+					     XBDFRONT_MAX_QUEUES */
 	unsigned int max_ring_page_order; /* default 0 (Linux), at most 5 */
 	unsigned int max_indirect_segs;   /* default 32 (Linux); 0 = direct only */
 	bool persistent;                  /* feature-persistent, default true */

@@ -128,7 +128,15 @@ static int set_opt(struct args *a, int c, const char *v)
 			return -1;
 		return 0;
 	case O_TIMEOUT: n = xbd_num(v, 3600000); a->opts.connect_timeout_ms = (unsigned int)n; break;
-	case O_QUEUES: n = xbd_num(v, 64); a->opts.max_queues = (unsigned int)n; break;
+	case O_QUEUES:
+		n = xbd_num(v, 64);
+		if (n > XBDFRONT_MAX_QUEUES) {
+			fprintf(stderr, "xbdfront-io: --queues %lld capped at %u, the most "
+				"queues a disk has\n", n, XBDFRONT_MAX_QUEUES);
+			n = XBDFRONT_MAX_QUEUES;
+		}
+		a->opts.max_queues = (unsigned int)n;
+		break;
 	case O_ORDER: n = xbd_num(v, 5); a->opts.max_ring_page_order = (unsigned int)n; break;
 	case O_INDIRECT: n = xbd_num(v, 4096); a->opts.max_indirect_segs = (unsigned int)n; break;
 	case O_POLL:

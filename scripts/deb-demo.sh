@@ -51,7 +51,7 @@ for m in xbd.1 xbdfront-io.1 xbd-sysfs.5 xbd-fio.7 xbd-blkback.8 xbd-blkfront.8 
 done
 say "programs and manual pages installed"
 [ -x /etc/xen/scripts/xbd-block ] || fail "no /etc/xen/scripts/xbd-block"
-grep -q -- '--pressure=psi' "$UNIT" ||
+grep -q -- '--pressure=auto' "$UNIT" ||
 	fail "the unit does not squeeze on memory pressure"
 say "unit: $(grep '^ExecStart=' "$UNIT")"
 
@@ -61,7 +61,7 @@ echo $! >"$D/xenstored.pid"
 wait_for 10 test -S "$XENSTORED_PATH" || { fail "xbd-xenstored did not start"; exit 1; }
 pressure=""
 if [ -r /proc/pressure/memory ]; then
-	pressure="--pressure=psi"
+	pressure="--pressure=auto"
 else
 	say "no /proc/pressure/memory here: xbd-blkback runs without --pressure"
 fi

@@ -6,7 +6,7 @@ set -eu
 
 PKGS="gcc make pkg-config libc6-dev
 libxen-dev xen-utils-4.17 xenstore-utils
-liburing-dev libfuse3-dev fuse3
+liburing-dev libfuse3-dev fuse3 tmux
 libcmocka-dev python3 python3-pytest python3-pyxs
 fio dpkg-dev nbdkit libnbd-dev libnbd-bin qemu-system-common qemu-utils gnuplot-nox
 librbd-dev ceph-mon ceph-osd ceph-common

@@ -5,5 +5,6 @@ XLU_LIBS := -lxlutil -lxenlight
 test_diskspec_LDLIBS := $(XLU_LIBS)
 
 PROGS += xbd
-xbd_SRCS := tools/xbd.c tools/domain.c tools/block.c tools/vbd.c tools/diskspec.c
-xbd_LDLIBS := $(XLU_LIBS)
+xbd_SRCS := tools/xbd.c tools/domain.c tools/block.c tools/vbd.c tools/diskspec.c \
+	tools/top.c
+xbd_LDLIBS := $(XLU_LIBS) -lm

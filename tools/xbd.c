@@ -57,6 +57,32 @@ static const struct command commands[] = {
 	  "  --timeout S     wait up to S seconds for the backend's Closed (default 10)\n" },
 	{ "block-list", cmd_block_list, "DOMAIN...",
 	  "list a domain's disks like xl block-list", NULL },
+	{ "top", cmd_top,
+	  "[--batch] [--json] [--iterations N] [--delay S] [--sort KEY] [--reverse]\n"
+	  "               [--queues] [--sysfs DIR]",
+	  "a live view of every vbd and queue of xbd-blkback, from its sysfs tree",
+	  "  -b, --batch        lines, not a screen: one header, then one line per\n"
+	  "                     vbd per iteration (like xentop -b)\n"
+	  "  -j, --json         one JSON object per iteration, one line each\n"
+	  "                     (implies --batch)\n"
+	  "  -n, --iterations N stop after N refreshes (default: until q; in batch\n"
+	  "                     mode, until interrupted)\n"
+	  "  -d, --delay S      seconds between refreshes (default 1; 0.1 to 3600)\n"
+	  "  -s, --sort KEY     sort by KEY: vbd (default), guest, vdev, iops,\n"
+	  "                     rd_iops, wr_iops, mbs, rd_mbs, wr_mbs, p50, p99,\n"
+	  "                     inflight, grants, pool, squeezes, errors; text keys\n"
+	  "                     ascending, numbers biggest first\n"
+	  "  -r, --reverse      reverse the sort order\n"
+	  "  -Q, --queues       a line per queue below each vbd\n"
+	  "      --sysfs DIR    the backend's tree (default RUNDIR/sys, as\n"
+	  "                     xbd-blkback's --sysfs)\n"
+	  "  -h, --help         print this help\n"
+	  "\n"
+	  "Keys on the screen: < and > move the sort column, r reverses it, + and -\n"
+	  "double and halve the interval, Q shows or hides the queues, q quits.\n"
+	  "Rates and the latency percentiles P50/P99 (microseconds, estimated\n"
+	  "within the backend's power-of-two histogram buckets) are over the last\n"
+	  "interval; INFL, GRANTS, POOL are current values, SQZ and ERR totals.\n" },
 	{ "help", cmd_help, "[COMMAND]", "print this help, or a command's", NULL },
 };
 
@@ -220,7 +246,7 @@ int xbd_ctx_open(struct xbd_ctx *c)
 		path = sock;
 	}
 	rc = xbd_xs_open(path, &c->xs);
-	if (rc)
+	if (rc && !c->quiet)
 		xbd_err("cannot connect to xenstored%s%s: %s", path ? " at " : "",
 			path ? path : "", strerror(-rc));
 	return rc;

@@ -23,6 +23,7 @@ struct xbd_ctx {
 	enum xbd_platform_kind kind;
 	struct xbd_platform *plat;
 	struct xs_handle *xs;
+	bool quiet;                    /* xbd_ctx_open: no message on failure */
 };
 
 /* Connect to xenstore: the local platform's socket, or the real
@@ -42,6 +43,7 @@ int cmd_domain_list(struct xbd_ctx *c, int argc, char **argv);
 int cmd_block_attach(struct xbd_ctx *c, int argc, char **argv);
 int cmd_block_detach(struct xbd_ctx *c, int argc, char **argv);
 int cmd_block_list(struct xbd_ctx *c, int argc, char **argv);
+int cmd_top(struct xbd_ctx *c, int argc, char **argv);          /* top.c */
 
 /* Print a command's usage text (to stderr when err, else stdout). */
 void xbd_usage(const char *cmd, bool err);

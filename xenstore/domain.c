@@ -63,6 +63,9 @@ static const struct {
 
 const char *rundir;
 static struct domain *domains[DOMID_MAX_VALID + 1];
+/* One past the highest domid with an entry: the walks over domains[]
+ * stop there (a store serves a few domains, not 32k). */
+static uint32_t domains_end;
 
 int quota_set(const char *name, const char *value)
 {
@@ -138,6 +141,8 @@ struct domain *domain_get(uint32_t domid, bool create)
 	if (!d)
 		return NULL;
 	d->domid = domid;
+	if (domid >= domains_end)
+		domains_end = domid + 1;
 	d->target = -1;
 	d->lis.kind = POLL_LISTEN;
 	d->lis.fd = -1;
@@ -374,7 +379,7 @@ int domain_release(uint32_t domid)
 			conn_kill(c, "domain released");
 	domain_purge_nodes(domid);
 	special_perms_drop(domid);
-	for (uint32_t i = 0; i <= DOMID_MAX_VALID; i++)
+	for (uint32_t i = 0; i < domains_end; i++)
 		if (domains[i] && domains[i]->target == (int64_t)domid)
 			domains[i]->target = -1;
 	d->introduced = false;
@@ -411,7 +416,7 @@ static void remove_stale_sockets(void)
 int domain_listen_all(void)
 {
 	remove_stale_sockets();
-	for (uint32_t i = 1; i <= DOMID_MAX_VALID; i++) {
+	for (uint32_t i = 1; i < domains_end; i++) {
 		struct domain *d = domains[i];
 		if (d && d->introduced && d->lis.fd < 0 && domain_listen(d))
 			d->introduced = false;
@@ -421,7 +426,7 @@ int domain_listen_all(void)
 
 void domain_shutdown(void)
 {
-	for (uint32_t i = 0; i <= DOMID_MAX_VALID; i++) {
+	for (uint32_t i = 0; i < domains_end; i++) {
 		struct domain *d = domains[i];
 		if (!d)
 			continue;
@@ -430,4 +435,5 @@ void domain_shutdown(void)
 		free(d);
 		domains[i] = NULL;
 	}
+	domains_end = 0;
 }

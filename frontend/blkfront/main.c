@@ -46,7 +46,8 @@ static const char usage[] =
 "or served, 2 on a usage error.\n"
 "\n"
 "options (the Linux xen_blkfront parameter names):\n"
-"  --max_queues=N             queues per disk to ask for (default 4)\n"
+"  --max_queues=N             queues per disk to ask for, 1..16 (default 4;\n"
+"                             up to 64 accepted and capped, with a message)\n"
 "  --max_ring_page_order=N    ring pages 2^N per queue, 0..5 (default 0)\n"
 "  --max_indirect_segments=N  indirect segments, 0 = off (default 32)\n"
 "  --feature_persistent=0|1   offer persistent grants (default 1)\n"
@@ -98,7 +99,15 @@ static int set_opt(struct args *a, int c, const char *v)
 	case O_RUNDIR: a->opts.rundir = v; return 0;
 	case O_PLATFORM: a->opts.platform = v; return 0;
 	case O_TIMEOUT: n = xbd_num_in(v, 1, 3600000); a->opts.connect_timeout_ms = (unsigned int)n; break;
-	case O_QUEUES: n = xbd_num_in(v, 1, 64); a->opts.max_queues = (unsigned int)n; break;
+	case O_QUEUES:
+		n = xbd_num_in(v, 1, 64);
+		if (n > XBDFRONT_MAX_QUEUES) {
+			fprintf(stderr, "xbd-blkfront: --max_queues=%lld capped at %u, the most "
+				"queues a disk has\n", n, XBDFRONT_MAX_QUEUES);
+			n = XBDFRONT_MAX_QUEUES;
+		}
+		a->opts.max_queues = (unsigned int)n;
+		break;
 	case O_ORDER: n = xbd_num_in(v, 0, 5); a->opts.max_ring_page_order = (unsigned int)n; break;
 	case O_INDIRECT: n = xbd_num_in(v, 0, 4096); a->opts.max_indirect_segs = (unsigned int)n; break;
 	case O_PERSISTENT: n = xbd_num_in(v, 0, 1); a->opts.persistent = n == 1; break;

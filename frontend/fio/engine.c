@@ -168,6 +168,11 @@ static int opts_from(const struct xbd_eo *eo, struct xbdfront_opts *o)
 			"xbd_poll_duration_us\n");
 		return -EINVAL;
 	}
+	if (q > XBDFRONT_MAX_QUEUES) {
+		fprintf(stderr, "xbd: xbd_max_queues=%lld capped at %u, the most queues a "
+			"disk has\n", (long long)q, XBDFRONT_MAX_QUEUES);
+		q = XBDFRONT_MAX_QUEUES;
+	}
 	o->max_queues = (unsigned int)q;
 	o->max_ring_page_order = (unsigned int)r;
 	o->max_indirect_segs = (unsigned int)i;

@@ -32,10 +32,13 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include <sanitizer/asan_interface.h>
+#include <sys/eventfd.h>
 #include <sys/mman.h>
 #include <unistd.h>
 
 #include "frontend/channel.h"
+#include "platform/private.h"
 #include "tests/fuzz/fuzz.h"
 
 #define FZ_IOS 16u
@@ -73,47 +76,199 @@ struct fz_rsp {
 	uint64_t raw_id;
 } __attribute__((packed));
 
-/* ---- the machine (made once) ----------------------------------------------- */
+/* ---- the machine: a fake platform, in process ------------------------------ */
+
+/*
+ * The frontend's grant sharing and event channel are the platform's
+ * (lib/platform/private.h ops), replaced here by an in-memory one: no
+ * files, no mmap, no system call per input.  Shared pages come from a
+ * bump arena that is poisoned for ASan from the unshare on (a use after
+ * the unshare is reported) and rewound when an input has ended and
+ * nothing is shared.  Grant refs are handed out in order per input; the
+ * backend side of the harness finds a ref's page in the table (what a
+ * grant map would give it) and checks the ring is one contiguous share.
+ */
+#define FZ_PAGE 4096u
+#define FZ_ARENA_PAGES 32768u           /* 128 MiB of address space */
+#define FZ_REFS 32768u
+#define FZ_SHARES 8192u
+
+struct fz_share {
+	struct xbd_gntshr *gs;
+	uint8_t *addr;
+	unsigned int count;
+	xbd_grant_ref_t first;
+};
 
 static struct {
-	char dir[64];
-	struct xbd_platform *p;
-	struct xbd_domain *dom;
-	struct xbd_gnttab *gt;          /* the backend's view */
+	struct xbd_platform plat;
+	struct xbd_domain dom;
 	struct fe_bufs bufs;            /* none: every I/O is bounced */
+	uint8_t *arena;
+	size_t arena_next;
+	uint8_t *ref_page[FZ_REFS];
+	xbd_grant_ref_t next_ref;
+	struct fz_share shares[FZ_SHARES];
+	unsigned int nshares;
+	unsigned int handles;           /* gntshr + evtchn open */
+	int evt_fd;
 } M;
 
-static uint8_t data[FZ_DATA] __attribute__((aligned(4096)));
-
-static void machine_down(void)
+static int fz_gntshr_open(struct xbd_domain *d, struct xbd_gntshr **out)
 {
-	char cmd[96];
+	struct xbd_gntshr *gs = malloc(sizeof(*gs));
 
-	xbd_gnttab_close(M.gt);
-	fe_bufs_destroy(&M.bufs);
-	xbd_domain_release(M.dom);
-	(void)xbd_domain_destroy(M.p, 1, true);
-	xbd_platform_close(M.p);
-	snprintf(cmd, sizeof(cmd), "rm -rf %s", M.dir);
-	if (system(cmd)) {
-		/* best effort */
-	}
+	CHECK(d == &M.dom);
+	if (!gs)
+		return -ENOMEM;
+	gs->p = &M.plat;
+	M.handles++;
+	*out = gs;
+	return 0;
 }
+
+static void drop_share(unsigned int i)
+{
+	struct fz_share *sh = &M.shares[i];
+
+	ASAN_POISON_MEMORY_REGION(sh->addr, (size_t)sh->count * FZ_PAGE);
+	for (unsigned int k = 0; k < sh->count; k++)
+		M.ref_page[sh->first + k] = NULL;
+	M.shares[i] = M.shares[--M.nshares];
+}
+
+static void fz_gntshr_close(struct xbd_gntshr *gs)
+{
+	/* What is still shared goes with the handle (the pool's leaked
+	 * pages: the backend had them mapped). */
+	for (unsigned int i = M.nshares; i-- > 0;)
+		if (M.shares[i].gs == gs)
+			drop_share(i);
+	M.handles--;
+	free(gs);
+}
+
+static int fz_gntshr_share_pages(struct xbd_gntshr *gs, xbd_domid_t remote,
+				 unsigned int count, xbd_grant_ref_t *refs,
+				 bool writable, void **addr)
+{
+	uint8_t *m;
+
+	CHECK(remote == 0 && writable);
+	if (M.arena_next + count > FZ_ARENA_PAGES || M.next_ref + count > FZ_REFS ||
+	    M.nshares == FZ_SHARES)
+		return -ENOSPC;             /* the grant table is full */
+	m = M.arena + M.arena_next * FZ_PAGE;
+	M.arena_next += count;
+	ASAN_UNPOISON_MEMORY_REGION(m, (size_t)count * FZ_PAGE);
+	memset(m, 0, (size_t)count * FZ_PAGE);
+	M.shares[M.nshares++] = (struct fz_share){ gs, m, count, M.next_ref };
+	for (unsigned int k = 0; k < count; k++) {
+		refs[k] = M.next_ref;
+		M.ref_page[M.next_ref++] = m + (size_t)k * FZ_PAGE;
+	}
+	*addr = m;
+	return 0;
+}
+
+static int fz_gntshr_unshare(struct xbd_gntshr *gs, void *addr, unsigned int count)
+{
+	for (unsigned int i = 0; i < M.nshares; i++) {
+		if (M.shares[i].addr != addr)
+			continue;
+		CHECK(M.shares[i].gs == gs && M.shares[i].count == count);
+		drop_share(i);
+		return 0;
+	}
+	CHECK(!"unshare of pages that are not shared");
+	return -EINVAL;
+}
+
+static int fz_evtchn_open(struct xbd_platform *p, xbd_domid_t self, struct xbd_evtchn **out)
+{
+	struct xbd_evtchn *e = malloc(sizeof(*e));
+
+	CHECK(p == &M.plat && self == 1);
+	if (!e)
+		return -ENOMEM;
+	e->p = p;
+	M.handles++;
+	*out = e;
+	return 0;
+}
+
+static void fz_evtchn_close(struct xbd_evtchn *e)
+{
+	M.handles--;
+	free(e);
+}
+
+static int fz_evtchn_fd(struct xbd_evtchn *e)
+{
+	(void)e;
+	return M.evt_fd;
+}
+
+static int fz_evtchn_bind(struct xbd_evtchn *e, xbd_domid_t remote)
+{
+	(void)e;
+	CHECK(remote == 0);
+	return 7;
+}
+
+static int fz_evtchn_port_op(struct xbd_evtchn *e, xbd_evtchn_port_t port)
+{
+	(void)e;
+	CHECK(port == 7);
+	return 0;
+}
+
+static int fz_evtchn_pending(struct xbd_evtchn *e)
+{
+	(void)e;
+	return -EAGAIN;                 /* the harness never kicks: it reaps */
+}
+
+static const struct platform_ops fz_ops = {
+	.gntshr_open = fz_gntshr_open,
+	.gntshr_close = fz_gntshr_close,
+	.gntshr_share_pages = fz_gntshr_share_pages,
+	.gntshr_unshare = fz_gntshr_unshare,
+	.evtchn_open = fz_evtchn_open,
+	.evtchn_close = fz_evtchn_close,
+	.evtchn_fd = fz_evtchn_fd,
+	.evtchn_bind_unbound_port = fz_evtchn_bind,
+	.evtchn_unbind = fz_evtchn_port_op,
+	.evtchn_notify = fz_evtchn_port_op,
+	.evtchn_pending = fz_evtchn_pending,
+	.evtchn_unmask = fz_evtchn_port_op,
+};
 
 static void machine_up(void)
 {
-	if (M.p)
+	if (M.arena)
 		return;
-	snprintf(M.dir, sizeof(M.dir), "%s/xbd-fuzz-fe-XXXXXX",
-		 access("/dev/shm", W_OK) ? "/tmp" : "/dev/shm");
-	CHECK(mkdtemp(M.dir));
-	CHECK(xbd_platform_open(XBD_PLATFORM_LOCAL, M.dir, &M.p) == 0);
-	CHECK(xbd_domain_create(M.p, 1, "fuzz", 64u << 20) == 0);
-	CHECK(xbd_domain_claim(M.p, 1, &M.dom) == 0);
-	CHECK(xbd_gnttab_open(M.p, 0, &M.gt) == 0);
-	fe_bufs_init(&M.bufs, M.dom, 0);
-	atexit(machine_down);
+	M.plat.ops = &fz_ops;
+	M.plat.kind = XBD_PLATFORM_LOCAL;
+	M.dom = (struct xbd_domain){ &M.plat, 1 };
+	M.arena = mmap(NULL, (size_t)FZ_ARENA_PAGES * FZ_PAGE, PROT_READ | PROT_WRITE,
+		       MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+	CHECK(M.arena != MAP_FAILED);
+	ASAN_POISON_MEMORY_REGION(M.arena, (size_t)FZ_ARENA_PAGES * FZ_PAGE);
+	M.evt_fd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+	CHECK(M.evt_fd >= 0);
+	fe_bufs_init(&M.bufs, &M.dom, 0);
 }
+
+/* The end of an input: nothing may be shared or open any more. */
+static void machine_rewind(void)
+{
+	CHECK(M.nshares == 0 && M.handles == 0);
+	M.arena_next = 0;
+	M.next_ref = 0;
+}
+
+static uint8_t data[FZ_DATA] __attribute__((aligned(4096)));
 
 /* ---- the I/Os ----------------------------------------------------------- */
 
@@ -209,7 +364,12 @@ static void ring_map(struct be_state *b)
 	xbd_grant_ref_t refs[32];
 	unsigned int n = fe_chan_ring_refs(b->c, refs);
 
-	CHECK(xbd_gnttab_map(M.gt, 1, n, refs, PROT_READ | PROT_WRITE, (void **)&b->sring) == 0);
+	/* The backend's map of the ring: the refs' pages, one contiguous
+	 * share of 1 << order pages. */
+	CHECK(n == 1u << b->order && refs[0] < FZ_REFS && M.ref_page[refs[0]]);
+	b->sring = M.ref_page[refs[0]];
+	for (unsigned int i = 1; i < n; i++)
+		CHECK(refs[i] < FZ_REFS && M.ref_page[refs[i]] == b->sring + (size_t)i * FZ_PAGE);
 	b->size = 32u << b->order;
 	b->seen = b->bprod = 0;
 	memset(b->op, 0xff, sizeof(b->op));
@@ -217,8 +377,6 @@ static void ring_map(struct be_state *b)
 
 static void ring_unmap(struct be_state *b)
 {
-	if (b->sring)
-		CHECK(xbd_gnttab_unmap(M.gt, b->sring, 1u << b->order) == 0);
 	b->sring = NULL;
 }
 
@@ -276,8 +434,10 @@ static bool setup(struct be_state *b, struct cursor *c, struct fe_limits *lim)
 	CHECK(fe_limits_check(lim) == 0);
 	par.order = b->order;
 	par.abi = b->abi;
-	if (fe_chan_create(M.p, M.dom, &par, &b->c))
+	if (fe_chan_create(&M.plat, &M.dom, &par, &b->c)) {
+		machine_rewind();
 		return false;
+	}
 	ring_map(b);
 	CHECK(fe_chan_connect(b->c, lim) == 0);
 	napps = h.nios % (FZ_IOS + 1);
@@ -343,6 +503,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *in, size_t size)
 	/* The end: the backend goes, the channel fails what is left. */
 	ring_unmap(&b);
 	fe_chan_destroy(b.c);
+	machine_rewind();
 	for (unsigned int i = 0; i < napps; i++)
 		CHECK(apps[i].done == (apps[i].accepted ? 1u : 0u));
 	if (getenv("FUZZ_VERBOSE"))

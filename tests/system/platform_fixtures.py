@@ -12,11 +12,12 @@ from conftest import binary, sanitizer_env, BAD_LOG_WORDS
 
 
 class Helper:
-    def __init__(self, rundir, log_dir, name, open_platform=True, **popen):
+    def __init__(self, rundir, log_dir, name, open_platform=True, exe=None, **popen):
+        """exe: a copy of xbd-test-platform to run instead of the build's."""
         self.log_path = os.path.join(log_dir, f"{name}.log")
         self.log = open(self.log_path, "ab")
         self.proc = subprocess.Popen(
-            [binary("xbd-test-platform"), "--rundir", rundir],
+            [exe or binary("xbd-test-platform"), "--rundir", rundir],
             stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=self.log,
             env=sanitizer_env(), text=True, bufsize=1, **popen)
         if open_platform:

@@ -14,12 +14,15 @@ never announced hangs the test instead of costing 10-100 ms (issue 20).
 XBD_TEST_KILL_BEFORE_NOTIFY=N (a test-only hook of the backend) makes a
 backend SIGKILL itself at its N-th notification of a queue, in exactly
 that window."""
+import fnmatch
 import os
 import random
 import signal
 import subprocess
 import threading
 import time
+
+import pytest
 
 from conftest import binary, sanitizer_env
 from frontend_fixtures import BE, FE, attach, frontend_argv, xbd
@@ -31,10 +34,12 @@ JOURNAL = "journal/vbd-0-1-51712.q{}"
 EVENTS_ONLY = {"XBDFRONT_TEST_EVENTS_ONLY": "1"}
 
 
-def blkback(daemons, xd, name, **env):
+def blkback(daemons, xd, name, tree=False, **env):
+    """tree: with the sysfs-style tree at $rundir/sys (needs FUSE)."""
     return daemons.start([binary("xbd-blkback"), "-N", "-p", "local", "-R",
                           xd.rundir, "-l", "info", "--max_queues=2",
-                          "--max_ring_page_order=2", "--sysfs=none"],
+                          "--max_ring_page_order=2",
+                          *(() if tree else ("--sysfs=none",))],
                          name=name, env=dict(xd.env, **env))
 
 
@@ -109,8 +114,12 @@ def stats(xd, be):
             with open(path) as f:
                 line = f.read()
             if line.endswith("\n"):
-                words = line.split()[1:]
-                return {k: v for k, v in zip(words[0::2], words[1::2])}
+                # "vbd-D-N: key value ... lat_us from:count from:count"
+                head, _, lat = line.partition(" lat_us")
+                words = head.split()[1:]
+                out = {k: v for k, v in zip(words[0::2], words[1::2])}
+                out["lat_us"] = lat.strip()
+                return out
         time.sleep(0.02)
     raise AssertionError("no statistics dump")
 
@@ -366,3 +375,93 @@ def test_backend_killed_under_a_detach_closes_the_device(daemons, xenstored):
             det.wait()
         reap(w)
     assert journals(xenstored) == []
+
+
+ABI = os.path.join(os.path.dirname(__file__), "..", "..", "Documentation",
+                   "ABI", "testing", "sysfs-bus-xbd-backend")
+
+
+def abi_entries():
+    with open(ABI) as f:
+        return [line.split("/sys/", 1)[1].strip() for line in f
+                if line.startswith("What:") and "/sys/" in line]
+
+
+def read_tree(vbd):
+    """{dir: {name: value}} for statistics/ and every queue-N/."""
+    out = {}
+    for sub in sorted(os.listdir(vbd)):
+        if sub != "statistics" and not sub.startswith("queue-"):
+            continue
+        names = os.listdir(os.path.join(vbd, sub))
+        assert len(names) == len(set(names)), (sub, sorted(names))
+        out[sub] = {}
+        for n in names:
+            with open(os.path.join(vbd, sub, n)) as f:
+                out[sub][n] = f.read().strip()
+    return out
+
+
+def test_statistics_tree_matches_the_dump_after_adoption(daemons, xenstored):
+    """Every statistic of the tree, after real I/O and a real adoption:
+    one file per name in statistics/ and each queue-N/ (no duplicate in
+    readdir), each named by an ABI entry, each with the SIGUSR1 dump's
+    value (adopted 2, replayed_req as re-run), and the queues summing to
+    statistics/.  A repeated name in the tree's table once made
+    statistics/adopted read 0 while the dump said 2."""
+    if not os.path.exists("/dev/fuse"):
+        pytest.skip("no /dev/fuse: the tree cannot be mounted")
+    be = blkback(daemons, xenstored, "blkback-0", tree=True)
+    attach(xenstored, 32 << 20, "128M", 10)
+    w = writer(xenstored, "--no-recover")
+    vbd = os.path.join(xenstored.rundir, "sys", "bus", "xen-backend",
+                       "devices", "vbd-1-51712")
+    try:
+        wait_for(lambda: len(journals(xenstored)) == 2, "journals")
+        wait_for(lambda: state(xenstored, FE) == state(xenstored, BE) == "4",
+                 "both ends Connected")
+        time.sleep(0.5)
+        be.stop(signal.SIGKILL)
+        be = blkback(daemons, xenstored, "blkback-1", tree=True)
+        wait_for(lambda: "adopted 2 queue(s)" in be.log_text(),
+                 "the restart adopts:\n" + be.log_text())
+        wait_for(lambda: os.path.isdir(os.path.join(vbd, "queue-1")),
+                 "the adopted device in the tree")
+        time.sleep(0.3)                          # more I/O after adoption
+        w.send_signal(signal.SIGSTOP)           # quiet: the counters hold
+        try:
+            wait_for(lambda: read_tree(vbd)["statistics"]["inflight"] == "0",
+                     "nothing in flight")
+            for _ in range(20):                 # a pool tick may move a count
+                before = read_tree(vbd)
+                dump = stats(xenstored, be)
+                if read_tree(vbd) == before:
+                    break
+        finally:
+            w.send_signal(signal.SIGCONT)
+        rc, out, err = finish(w)
+    finally:
+        reap(w)
+        be.stop(signal.SIGTERM)     # its tree unmounted before the rundir goes
+    assert_verified(rc, out, err)
+
+    tree = before["statistics"]
+    assert tree["adopted"] == dump["adopted"] == "2", (tree, dump)
+    assert int(tree["rd_req"]) + int(tree["wr_req"]) > 0, tree
+    # the dump's names are the tree's (latency_us is lat_us there)
+    names = {("lat_us" if n == "latency_us" else n) for n in tree}
+    assert names == set(dump) - {"queues"}, (sorted(names), sorted(dump))
+    for n, v in tree.items():
+        assert v == dump["lat_us" if n == "latency_us" else n], (n, v, dump)
+    abi = abi_entries()
+    queues = [d for d in before if d.startswith("queue-")]
+    assert len(queues) == 2, sorted(before)
+    for d, files in before.items():
+        assert set(files) == set(tree), (d, sorted(files))
+        for n in files:
+            rel = f"bus/xen-backend/devices/vbd-1-51712/{d}/{n}"
+            assert sum(fnmatch.fnmatchcase(rel, e) for e in abi) == 1, rel
+    for n, v in tree.items():
+        if n != "latency_us":
+            assert int(v) == sum(int(before[q][n]) for q in queues), n
+    print(f"after adoption: {dump}")

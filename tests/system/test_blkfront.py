@@ -337,3 +337,26 @@ def test_detach_under_dd_fails_it_with_eio(guest):
     assert "Input/output error" in err or "No such file" in err, err
     wait_until(lambda: not os.path.exists(dev), what=f"{dev} gone")
     assert guest.blkfront.proc.poll() is None     # the daemon lives on
+
+
+def test_max_queues_above_16_is_capped_with_a_message(guest):
+    """--max_queues takes up to 64 (as the option always did) but a disk
+    has at most 16 queues: a larger value says so in one line and the disk
+    connects with 16 (the backend offering 32); 65 is a usage error."""
+    r = subprocess.run([binary("xbd-blkfront"), "--domain", "g1", "--max_queues=65"],
+                       capture_output=True, text=True)
+    assert r.returncode == 2 and "usage: xbd-blkfront" in r.stderr, r.stderr
+    guest.backend.stop()
+    guest.start_backend("blkback-32", queues=32)
+    dev = guest.attach(guest.disk(size=16 * MiB))
+    guest.start_blkfront("--max_queues=64", wait_for=dev)
+    lines = [x for x in guest.blkfront.log_text().splitlines() if "capped" in x]
+    assert lines == ["xbd-blkfront: --max_queues=64 capped at 16, the most "
+                     "queues a disk has"], guest.blkfront.log_text()
+    stats = os.path.join(guest.rundir, "xbd-blkback.stats")
+    guest.backend.proc.send_signal(signal.SIGUSR1)
+    wait_until(lambda: os.path.exists(stats), what=stats)
+    with open(stats) as f:
+        assert " queues 16 " in f.read()
+    with open(dev, "rb") as f:                  # and it serves I/O
+        assert f.read(4096) == bytes(4096)

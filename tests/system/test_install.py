@@ -44,4 +44,4 @@ def test_make_install(tmp_path):
     with open(os.path.join(dest, "lib/systemd/system/xbd-blkback.service")) as f:
         unit = f.read()
     assert "ExecStart=/usr/bin/xbd-blkback " in unit
-    assert "XBD_BLKBACK_PRESSURE=--pressure=psi" in unit
+    assert "XBD_BLKBACK_PRESSURE=--pressure=auto" in unit

@@ -2,7 +2,10 @@
 """Bad input to the platform: each is a clear -errno, never a crash."""
 import errno
 import os
+import shutil
+import tempfile
 
+from conftest import binary
 from platform_fixtures import Helper, helpers  # noqa: F401  (fixture)
 
 MiB = 1 << 20
@@ -40,20 +43,26 @@ def test_rundir_is_a_file(rundir, tmp_path):
 
 def test_unwritable_rundir(rundir, tmp_path):
     """A user who may not write the machine directory is refused.  As root
-    (who may write anything) the helper runs as nobody; otherwise the
-    directory is made read-only."""
+    (who may write anything) the helper runs as nobody, from a copy in a
+    directory nobody can reach: the checkout may not be (Debian's /root
+    is mode 0700); otherwise the directory is made read-only."""
     kw = {}
-    if os.geteuid() == 0:
-        os.chmod(rundir, 0o755)
-        kw = dict(user=65534, group=65534, extra_groups=[])
-    else:
-        os.chmod(rundir, 0o555)
-    h = Helper(rundir, str(tmp_path), "h", open_platform=False, **kw)
-    try:
-        assert h.err("open") == -errno.EACCES
-    finally:
-        h.stop()
-        os.chmod(rundir, 0o755)
+    with tempfile.TemporaryDirectory(prefix="xbd-test-nobody-") as exe_dir:
+        if os.geteuid() == 0:
+            os.chmod(rundir, 0o755)
+            os.chmod(exe_dir, 0o755)
+            exe = os.path.join(exe_dir, "xbd-test-platform")
+            shutil.copy2(binary("xbd-test-platform"), exe)
+            os.chmod(exe, 0o755)
+            kw = dict(user=65534, group=65534, extra_groups=[], cwd="/", exe=exe)
+        else:
+            os.chmod(rundir, 0o555)
+        h = Helper(rundir, str(tmp_path), "h", open_platform=False, **kw)
+        try:
+            assert h.err("open") == -errno.EACCES
+        finally:
+            h.stop()
+            os.chmod(rundir, 0o755)
 
 
 def test_domain_ids_and_sizes(helpers):

@@ -225,3 +225,95 @@ def test_bad_pressure_spec(machine):
                        capture_output=True, text=True, timeout=30)
     assert p.returncode == 1
     assert "--pressure bogus: Invalid argument" in p.stderr
+
+
+def cgroup2_mount():
+    """Where the cgroup v2 hierarchy is mounted (/sys/fs/cgroup on Debian
+    12, /sys/fs/cgroup/unified on a hybrid layout), or None."""
+    with open("/proc/self/mountinfo") as f:
+        for line in f:
+            left, _, right = line.partition(" - ")
+            if right.split()[:1] == ["cgroup2"] and left.split()[3] == "/":
+                return left.split()[4]
+    return None
+
+
+def own_cgroup2_pressure(pid):
+    """The memory.pressure of pid's cgroup v2 group, if it can be armed."""
+    mnt = cgroup2_mount()
+    with open(f"/proc/{pid}/cgroup") as f:
+        for line in f:
+            if line.startswith("0::") and mnt:
+                path = line[3:].strip().rstrip("/")
+                file = f"{mnt}{path}/memory.pressure"
+                if os.access(file, os.W_OK):
+                    return file
+    return None
+
+
+def test_pressure_auto_is_the_default_and_says_which(daemons, machine, backends):
+    """No --pressure: auto, which arms the backend's own cgroup v2
+    memory.pressure when there is one, else /proc/pressure/memory, and
+    logs the choice; --pressure none arms nothing."""
+    be = start_backend(daemons, machine, "--sysfs", "none", started=backends,
+                       ready=lambda: True)
+    assert wait_for(lambda: "--pressure auto: " in be.log_text()), be.log_text()
+    want = own_cgroup2_pressure(be.pid)
+    if want:
+        assert f"--pressure auto: psi:{want} (the service's cgroup v2)" in be.log_text()
+    else:
+        assert ("--pressure auto: psi:/proc/pressure/memory (system-wide PSI)"
+                in be.log_text()), be.log_text()
+    assert wait_for(lambda: (want or "/proc/pressure/memory") in open_files(be.pid))
+    print(be.log_text())
+    assert be.stop() == 0
+    be = start_backend(daemons, machine, "--sysfs", "none", "--pressure", "none",
+                       started=backends, ready=lambda: True)
+    time.sleep(0.5)
+    assert not any(f.endswith("/memory.pressure") or f.startswith("/proc/pressure")
+                   for f in open_files(be.pid))
+    assert "--pressure" not in be.log_text()
+    assert be.stop() == 0
+
+
+def test_pressure_auto_picks_the_services_cgroup(daemons, machine, backends):
+    """The backend started in a cgroup v2 group of its own, as systemd
+    starts the shipped unit: auto arms that group's memory.pressure."""
+    mnt = cgroup2_mount()
+    if not mnt:
+        pytest.skip("no cgroup v2 hierarchy mounted; "
+                    "test_pressure_auto_is_the_default_and_says_which "
+                    "proves the choice of the system-wide PSI")
+    group = os.path.join(mnt, f"xbd-test-auto-{os.getpid()}")
+    try:
+        os.mkdir(group)
+    except OSError as e:
+        pytest.skip(f"cannot make a cgroup v2 group ({e.strerror}): not "
+                    "delegated to us; test_pressure_auto_is_the_default_and_"
+                    "says_which proves the choice")
+    try:
+        argv = [binary("xbd-blkback"), "-N", "-p", "local", "-R",
+                machine.rundir, "-l", "info", "--sysfs", "none"]
+        be = daemons.start(["sh", "-c", f'echo $$ > "{group}/cgroup.procs" && exec "$@"',
+                            "sh", *argv], ready=lambda: True)
+        backends.append(be)
+        want = f"--pressure auto: psi:{group}/memory.pressure (the service's cgroup v2)"
+        assert wait_for(lambda: want in be.log_text()), be.log_text()
+        assert f"{group}/memory.pressure" in open_files(be.pid)
+        assert be.stop() == 0
+    finally:
+        for _ in range(100):
+            try:
+                os.rmdir(group)
+                break
+            except OSError:
+                time.sleep(0.05)
+
+
+def test_shipped_unit_passes_pressure_auto():
+    """The systemd unit names the choice (it is also the default)."""
+    unit = os.path.join(os.path.dirname(__file__), "..", "..", "tools",
+                        "hotplug", "xbd-blkback.service.in")
+    with open(unit) as f:
+        execs = [line for line in f if line.startswith("ExecStart=")]
+    assert len(execs) == 1 and "--pressure auto" in execs[0], execs

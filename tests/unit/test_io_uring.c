@@ -218,7 +218,7 @@ static void test_write_then_read(void **state)
 	assert_memory_equal(page(fx, 12), want + 6144, 2048);
 	assert_true(fx->stats.wr_req == 1 && fx->stats.rd_req == 1);
 	assert_true(fx->stats.wr_sect == 16 && fx->stats.rd_sect == 16);
-	assert_true(fx->stats.inflight == 0);
+	assert_true(fx->stats.inflight == 0 && fx->stats.errors == 0);
 	assert_true(fx->acks >= 1);   /* the kicks came through the io_uring poll */
 	/* the statistics count every kick taken and every notification sent */
 	assert_true(fx->stats.evt_in == fx->acks && fx->stats.evt_out == fx->notifies);
@@ -345,6 +345,7 @@ static void test_rejections(void **state)
 	assert_true(fx->stats.rd_sect == 8);   /* only the good read did I/O */
 	assert_true(fx->stats.rd_req == 3 && fx->stats.wr_req == 1);
 	assert_true(fx->stats.inflight == 0);
+	assert_int_equal(fx->stats.errors, 5);  /* every answer but the good read */
 }
 
 static void test_overrun_breaks_ring(void **state)

@@ -21,6 +21,7 @@
 #include "xenbus.h"
 #include "test_be_guest.h"
 #include "test_be_xs.h"
+#include "test_pressure_src.h"
 
 #define VBD "bus/xen-backend/devices/vbd-1-51712/"     /* the first vbd */
 #define PARAM "module/xen_blkback/parameters/"
@@ -38,7 +39,8 @@ struct vbd {
 
 struct fx {
 	struct guest g;
-	pid_t xsd, be, hog;
+	pid_t xsd, be, hog, thrasher;
+	char thrash_file[64];       /* the thrasher's (test_pressure_src.h) */
 	struct xs_handle *xs;
 	struct vbd v[MAX_VBDS];
 	unsigned int nvbds;
@@ -53,16 +55,8 @@ static inline uint64_t mono_ms(void)
 	return (uint64_t)ts.tv_sec * 1000u + (uint64_t)ts.tv_nsec / 1000000u;
 }
 
-static inline int put_file(const char *path, const char *val)
-{
-	int fd = open(path, O_WRONLY | O_CLOEXEC), rc;
-
-	if (fd < 0)
-		return -errno;
-	rc = write(fd, val, strlen(val)) < 0 ? -errno : 0;
-	close(fd);
-	return rc;
-}
+/* Write val to path (test_pressure_src.h); 0 or -errno. */
+#define put_file src_put
 
 /* ---- the tree ------------------------------------------------------------ */
 
@@ -92,7 +86,10 @@ static inline uint64_t sys_read(struct fx *fx, const char *rel)
 
 /* ---- the backend ------------------------------------------------------------ */
 
-/* Start xbd-blkback (in the cgroup fx->cg when set) and wait for its tree. */
+/* Start xbd-blkback (in the cgroup fx->cg when set) and wait for its tree.
+ * No memory-pressure source unless extra names one ("--pressure=..."):
+ * a squeeze from some other process's stalls would upset the pool counts
+ * the other tests assert. */
 static inline void start_backend(struct fx *fx, const char *extra)
 {
 	char path[PATH_MAX], log[256], procs[200], tree[200];
@@ -108,7 +105,7 @@ static inline void start_backend(struct fx *fx, const char *extra)
 		if (fx->cg[0] && put_file(procs, "0"))
 			_exit(126);
 		execl(path, path, "-N", "-p", "local", "-R", fx->g.rundir, "-l", "info",
-		      "--max_queues=1", extra, (char *)NULL);
+		      "--max_queues=1", "--pressure=none", extra, (char *)NULL);
 		_exit(127);
 	}
 	assert_true(fx->be > 0);
@@ -215,6 +212,8 @@ static inline int fx_setup(struct fx **out)
 	if (!mkdtemp(fx.g.rundir) || xsd_start(fx.g.rundir, &fx.xsd))
 		return -1;
 	*out = &fx;
+	snprintf(fx.thrash_file, sizeof(fx.thrash_file), "/var/tmp/xbd-unit-thrash-%d",
+		 (int)getpid());
 	if (xbd_run(fx.g.rundir, "domain-create", "guest", "--memory", "16M") != 0)
 		return -1;
 	snprintf(sock, sizeof(sock), "%s/xenstored.sock", fx.g.rundir);
@@ -236,6 +235,7 @@ static inline void fx_teardown(struct fx *fx)
 		kill(fx->hog, SIGKILL);
 		waitpid(fx->hog, NULL, 0);
 	}
+	thrash_stop(&fx->thrasher, fx->thrash_file);
 	if (fx->cg[0]) {
 		for (int i = 0; i < 100 && rmdir(fx->cg) && errno == EBUSY; i++)
 			usleep(10000);
@@ -251,9 +251,16 @@ static inline void fx_teardown(struct fx *fx)
 	if (fx->xs)
 		xs_close(fx->xs);
 	xsd_stop(&fx->xsd);
-	snprintf(cmd, sizeof(cmd), "grep -v ' info: ' '%s/blkback.log' >&2", fx->g.rundir);
-	if (system(cmd) != 0)
-		fprintf(stderr, "(backend log: only info lines)\n");
+	/* the backend's log, when a backend ran (a test may skip or fail
+	 * before it starts one) */
+	snprintf(cmd, sizeof(cmd), "%s/blkback.log", fx->g.rundir);
+	if (access(cmd, F_OK)) {
+		fprintf(stderr, "(no backend log: no backend ran)\n");
+	} else {
+		snprintf(cmd, sizeof(cmd), "grep -v ' info: ' '%s/blkback.log' >&2", fx->g.rundir);
+		if (system(cmd) != 0)
+			fprintf(stderr, "(backend log: only info lines)\n");
+	}
 	/* a killed backend leaves its mount: detach it before removing */
 	snprintf(cmd, sizeof(cmd), "%s/sys", fx->g.rundir);
 	umount2(cmd, MNT_DETACH);

@@ -1,0 +1,245 @@
+# SPDX-License-Identifier: MIT
+"""`xbd top` on a real local machine: xbd-xenstored, xbd-blkback with its
+sysfs tree, domain g1 with two disks; the fio engine (the guest) drives
+xvdc while xvdb stays idle (attached, no frontend).
+
+  - --batch: one header, one line per vbd per iteration; the busy vbd
+    shows non-zero IOPS and latency, the idle one zero;
+  - --json: every line parses; the queues' figures with --queues;
+  - a real terminal (tmux on a private socket): the screen comes up
+    sorted by vbd, `>` keys move the sort to iops and the busy row moves
+    to the top (capture-pane), `q` quits with exit status 0;
+  - bad arguments: one line on stderr, exit status 2.
+"""
+import json
+import os
+import shlex
+import shutil
+import subprocess
+import time
+
+import pytest
+
+from conftest import binary, sanitizer_env
+from guest_fixtures import guest, mounted_under, wait_until  # noqa: F401
+from test_fio_engine import ENGINE, engine_env
+
+MiB = 1 << 20
+BUSY, IDLE = "xvdc", "xvdb"          # xvdb sorts first by vbd (devid)
+
+
+def start_machine(g):
+    sysfs = os.path.join(g.rundir, "sys")
+    g.backend.stop()
+    g.start_backend("blkback-sys", sysfs=sysfs)
+    g.attach(g.disk("idle.img", 16 * MiB), vdev=IDLE)
+    g.attach(g.disk("busy.img", 64 * MiB), vdev=BUSY)
+    return sysfs
+
+
+def start_fio(g, seconds=30):
+    """fio through the engine on the busy disk, in the background until
+    it is stopped (time_based)."""
+    argv = ["/usr/bin/fio", "--name=busy", f"--ioengine=external:{ENGINE}",
+            "--xbd_domain=g1", f"--xbd_vdev={BUSY}",
+            f"--xbd_rundir={g.rundir}", "--xbd_max_queues=2",
+            "--rw=randrw", "--bs=4k", "--iodepth=8", "--size=32M",
+            "--time_based", f"--runtime={seconds}", "--verify_state_save=0"]
+    return subprocess.Popen(argv, cwd=g.rundir, env=engine_env(g),
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            text=True)
+
+
+def stop_fio(p):
+    if p.poll() is None:
+        p.terminate()
+    out, err = p.communicate(timeout=60)
+    return out, err
+
+
+def busy_connected(sysfs):
+    st = os.path.join(sysfs, "bus", "xen-backend", "devices")
+    try:
+        for d in os.listdir(st):
+            with open(os.path.join(st, d, "state")) as f:
+                if f.read().strip() == "Connected":
+                    with open(os.path.join(st, d, "statistics",
+                                           "wr_req")) as f2:
+                        return int(f2.read()) > 0
+    except OSError:
+        return False
+    return False
+
+
+def top(g, *args, timeout=60):
+    r = subprocess.run([binary("xbd"), "--rundir", g.rundir, "top", *args],
+                       env=sanitizer_env(g.env), capture_output=True,
+                       text=True, timeout=timeout)
+    return r
+
+
+def rows_by_vdev(lines, header):
+    cols = header.split()
+    out = []
+    for line in lines:
+        f = line.split()
+        out.append(dict(zip(cols, f[:len(cols) - 1]), STORAGE=f[-1]))
+    return out
+
+
+def test_batch_busy_and_idle(guest):
+    sysfs = start_machine(guest)
+    fio = start_fio(guest)
+    try:
+        wait_until(lambda: busy_connected(sysfs) or fio.poll() is not None,
+                   timeout=60, what="fio's I/O")
+        assert fio.poll() is None, stop_fio(fio)
+        r = top(guest, "--batch", "--iterations", "3", "--delay", "0.5")
+    finally:
+        out, err = stop_fio(fio)
+    assert r.returncode == 0, r.stderr
+    lines = r.stdout.splitlines()
+    assert lines[0].split()[:3] == ["GUEST", "DOMID", "VDEV"], lines
+    assert sum(1 for x in lines if x.startswith("GUEST")) == 1  # one header
+    rows = rows_by_vdev(lines[1:], lines[0])
+    assert len(rows) == 3 * 2, lines                  # 2 vbds x 3 iterations
+    for i in range(3):
+        it = {x["VDEV"]: x for x in rows[2 * i:2 * i + 2]}
+        busy, idle = it[BUSY], it[IDLE]
+        assert busy["GUEST"] == "g1" and busy["DOMID"] == str(guest.domid)
+        assert busy["STATE"] == "Connected" and busy["Q"] == "2", busy
+        assert int(busy["RD_IOPS"]) > 0 and int(busy["WR_IOPS"]) > 0, busy
+        assert float(busy["WR_MB/s"]) > 0 and busy["P50_us"] != "-", busy
+        assert int(busy["GRANTS"]) > 0, busy
+        assert busy["STORAGE"].endswith("busy.img"), busy
+        assert idle["STATE"] == "InitWait", idle
+        assert idle["RD_IOPS"] == "0" and idle["WR_IOPS"] == "0", idle
+        assert idle["P50_us"] == "-", idle
+        assert idle["STORAGE"].endswith("idle.img"), idle
+
+
+def test_json_with_queues(guest):
+    sysfs = start_machine(guest)
+    fio = start_fio(guest)
+    try:
+        wait_until(lambda: busy_connected(sysfs) or fio.poll() is not None,
+                   timeout=60, what="fio's I/O")
+        r = top(guest, "--json", "--queues", "-n", "2", "-d", "0.5",
+                "--sort", "iops")
+    finally:
+        stop_fio(fio)
+    assert r.returncode == 0, r.stderr
+    lines = r.stdout.splitlines()
+    assert len(lines) == 2, lines
+    for line in lines:
+        doc = json.loads(line)
+        assert doc["sort"] == "iops" and doc["interval_s"] > 0.3, doc
+        vbds = doc["vbds"]
+        assert [v["vdev"] for v in vbds] == [BUSY, IDLE], vbds  # iops first
+        busy, idle = vbds
+        assert busy["guest"] == "g1" and busy["queues"] == 2
+        # the tree's storage node (driver and target) when it has one
+        assert busy["storage"] in (
+            "raw " + os.path.join(guest.rundir, "busy.img"),
+            os.path.join(guest.rundir, "busy.img")), busy
+        assert busy["rd_iops"] > 0 and busy["wr_iops"] > 0, busy
+        assert busy["lat_p50_us"] is not None
+        assert busy["lat_p99_us"] >= busy["lat_p50_us"], busy
+        assert busy["errors"] == 0 and busy["persistent_grants"] > 0
+        assert [q["queue"] for q in busy["queue_stats"]] == [0, 1]
+        assert sum(q["wr_iops"] for q in busy["queue_stats"]) > 0
+        assert idle["wr_iops"] == 0 and idle["lat_p50_us"] is None, idle
+        assert idle["queue_stats"] == [] and idle["state"] == "InitWait"
+
+
+class Tmux:
+    """A tmux server of our own (private socket), killed at the end."""
+
+    def __init__(self, rundir):
+        self.sock = os.path.join(rundir, "tmux.sock")
+
+    def __call__(self, *args, check=True):
+        r = subprocess.run(["tmux", "-S", self.sock, *args],
+                           capture_output=True, text=True, timeout=30)
+        if check:
+            assert r.returncode == 0, (args, r.stderr)
+        return r.stdout
+
+    def screen(self):
+        return self("capture-pane", "-p", "-t", "top").splitlines()
+
+    def kill(self):
+        self("kill-server", check=False)
+
+
+def data_rows(screen):
+    """The vdevs of the table's rows, top to bottom, and the title."""
+    title = screen[0] if screen else ""
+    try:
+        start = next(i for i, x in enumerate(screen) if x.startswith("GUEST"))
+    except StopIteration:
+        return title, []
+    return title, [x.split()[2] for x in screen[start + 1:] if x.strip()]
+
+
+def test_tmux_keys_sort_and_quit(guest):
+    if not shutil.which("tmux"):
+        pytest.skip("tmux is not installed (scripts/deps.sh installs it)")
+    sysfs = start_machine(guest)
+    rc_file = os.path.join(guest.rundir, "top.rc")
+    env = sanitizer_env(guest.env)
+    cmd = " ".join(
+        [f"{k}={shlex.quote(env[k])}" for k in ("ASAN_OPTIONS", "UBSAN_OPTIONS")]
+        + [shlex.quote(binary("xbd")), "--rundir", shlex.quote(guest.rundir),
+           "top", "--delay", "0.5", "2>" + shlex.quote(rc_file + ".err"),
+           ";", "echo", "$?", ">", shlex.quote(rc_file)])
+    tmux = Tmux(guest.rundir)
+    fio = start_fio(guest, seconds=60)
+    try:
+        tmux("new-session", "-d", "-s", "top", "-x", "200", "-y", "40",
+             "sh", "-c", cmd)
+        wait_until(lambda: data_rows(tmux.screen())[1] == [IDLE, BUSY],
+                   timeout=30, what="the screen sorted by vbd")
+        assert "sort vbd" in data_rows(tmux.screen())[0]
+        wait_until(lambda: busy_connected(sysfs) or fio.poll() is not None,
+                   timeout=60, what="fio's I/O")
+        assert fio.poll() is None, stop_fio(fio)
+        for _ in range(3):                    # vbd -> guest -> vdev -> iops
+            tmux("send-keys", "-t", "top", ">")
+        wait_until(lambda: "sort iops" in data_rows(tmux.screen())[0],
+                   timeout=10, what="the sort key iops")
+        # the busy disk moves up once an interval with its I/O is shown
+        wait_until(lambda: data_rows(tmux.screen())[1] == [BUSY, IDLE],
+                   timeout=10, what=f"{BUSY} on top: {tmux.screen()}")
+        tmux("send-keys", "-t", "top", "r")   # reversed: the idle one first
+        wait_until(lambda: data_rows(tmux.screen())[1] == [IDLE, BUSY],
+                   timeout=10, what="the reversed order")
+        tmux("send-keys", "-t", "top", "q")
+        wait_until(lambda: os.path.exists(rc_file), timeout=20,
+                   what="xbd top to quit")
+        time.sleep(0.1)
+        with open(rc_file) as f:
+            assert f.read().strip() == "0"
+        with open(rc_file + ".err") as f:
+            assert f.read() == ""
+    finally:
+        tmux.kill()
+        stop_fio(fio)
+
+
+@pytest.mark.parametrize("args", [
+    ["--bogus"], ["--delay", "0.01"], ["--delay", "x"], ["--sort", "size"],
+    ["--iterations", "0"], ["-n"], ["extra"],
+])
+def test_bad_arguments(guest, args):
+    r = top(guest, "--batch", *args)
+    assert r.returncode == 2, (args, r.stdout, r.stderr)
+    lines = r.stderr.splitlines()
+    assert len(lines) == 1 and lines[0].startswith("xbd: top: "), r.stderr
+    assert r.stdout == ""
+
+
+def test_not_a_terminal(guest):
+    start_machine(guest)
+    r = top(guest)                     # stdin/stdout are pipes here
+    assert r.returncode == 2 and "use --batch" in r.stderr, r.stderr
