@@ -22,6 +22,7 @@
 #include <stdint.h>
 #include <stdlib.h>
 
+#include "backend/limit.h"
 #include "backend/queue.h"
 #include "backend/storage/storage.h"
 #include <xenbus.h>             /* lib/xenbus.h (not backend/xenbus.h) */
@@ -74,6 +75,7 @@ struct backend_dev {
 	uint64_t generation;             /* of the connection: xbd-generation */
 	struct be_queue *queues;         /* nr_queues of them while connected */
 	struct gnt_budget mem;           /* pages its queues hold (gnt.h) */
+	struct be_limit limit;           /* its I/O limits, shared by its queues */
 	/* Control fairness (xenbus.c, devtab.c): the queues of the last
 	 * connection while a reaper thread stops them; a connect the rate
 	 * limit deferred until CLOCK_MONOTONIC retry_ns (0: none); an event

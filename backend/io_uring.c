@@ -34,6 +34,7 @@
 /* Not an answer yet: the request is in io_uring, or waits for memory. */
 #define IO_SUBMITTED 1
 #define IO_WAITING 2
+#define IO_THROTTLED 3   /* over the vbd's I/O limit (limit.h) */
 
 static uint64_t now_ns(void)
 {
@@ -301,6 +302,12 @@ static int submit(struct be_io *io, struct be_pending *p)
 
 	if (k == VREQ_DISCARD)
 		return submit_discard(io, p);
+	/* One branch when the vbd has no limit.  A held request has taken
+	 * nothing yet; on stop it goes, so that it is answered. */
+	if (be_limit_active(io->cfg.limit) && data && !io->stopping &&
+	    be_limit_hold(io->cfg.limit, &io->limit_wait, k != VREQ_READ,
+			  p->v.nr_sectors << 9, now_ns()))
+		return IO_THROTTLED;
 	if (reserve_sqes(io, 2))
 		return BLKIF_RSP_ERROR;
 	if (data) {
@@ -339,6 +346,8 @@ static void submit_or_answer(struct be_io *io, struct be_pending *p)
 	if (st == IO_WAITING) {
 		be_stat_add(&io->cfg.stats->mem_waits, 1);
 		io->waiting = p;       /* the ring waits behind it */
+	} else if (st == IO_THROTTLED) {
+		io->waiting = p;       /* so it does, on a timer */
 	} else if (st != IO_SUBMITTED) {
 		complete(io, p, st);
 	}
@@ -354,7 +363,7 @@ static void retry_waiting(struct be_io *io)
 	if (!p)
 		return;
 	st = submit(io, p);
-	if (st == IO_WAITING)
+	if (st == IO_WAITING || st == IO_THROTTLED)
 		return;
 	io->waiting = NULL;
 	if (st != IO_SUBMITTED)
@@ -643,6 +652,8 @@ int be_io_run_once(struct be_io *io, int timeout_ms)
 {
 	int crc = consume(io), rc;
 
+	if (io->waiting && be_limit_active(io->cfg.limit))   /* wake to retry */
+		timeout_ms = be_limit_timeout_ms(&io->limit_wait, timeout_ms, now_ns());
 	rc = arm_storage(io);
 	if (rc < 0)
 		return rc;

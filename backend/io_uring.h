@@ -45,6 +45,7 @@
 #include <liburing.h>
 
 #include "backend/journal.h"
+#include "backend/limit.h"
 #include "backend/request.h"
 #include "backend/ring.h"
 #include "backend/stats.h"
@@ -117,6 +118,7 @@ struct be_io_cfg {
 	struct be_stats *stats;     /* owned by the caller, written here */
 	struct be_journal *journal; /* in-flight journal (journal.h); NULL: none */
 	enum be_io_wait wait;       /* 0: as the io_wait_poll tunable says */
+	struct be_limit *limit;     /* the vbd's I/O limits (limit.h); NULL: none */
 	unsigned int queue_index;   /* for the storage driver (connections) */
 };
 
@@ -136,7 +138,9 @@ struct be_io {
 	unsigned int inflight;      /* requests with SQEs outstanding */
 	struct be_pending *held;    /* barrier waiting for the drain */
 	struct be_pending *barrier; /* barrier in flight */
-	struct be_pending *waiting; /* map() said -EAGAIN: retried, in order */
+	struct be_pending *waiting; /* map() said -EAGAIN, or over the I/O
+	                             * limit: retried, in order */
+	struct be_limit_wait limit_wait;   /* the charge of that request */
 	bool kicked;                /* evt poll fired: ack and re-arm */
 	bool stopping;
 	bool rsps_to_push;

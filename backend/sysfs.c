@@ -14,6 +14,7 @@
 #include <sys/stat.h>
 #include <sys/sysmacros.h>
 #include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "backend/devtab.h"
@@ -35,10 +36,10 @@ struct sysfs {
 /* Directories of the tree, in path order. */
 enum dir_id {
 	D_ROOT, D_MODULE, D_BLKBACK, D_PARAMS, D_BUS, D_XENBACKEND, D_DEVICES,
-	D_VBD, D_STATS, D_QUEUE
+	D_VBD, D_STATS, D_QUEUE, D_LIMITS
 };
 /* Files: a tunable, the pressure file, a device attribute, a statistic. */
-enum file_id { F_TUNABLE, F_PRESSURE, F_ATTR, F_STAT };
+enum file_id { F_TUNABLE, F_PRESSURE, F_ATTR, F_STAT, F_LIMIT };
 
 static const char *const fixed_dirs[] = {
 	[D_ROOT] = "", [D_MODULE] = "module", [D_BLKBACK] = "xen_blkback",
@@ -143,9 +144,9 @@ static int step(const struct devtab *t, struct node *n, const char *c)
 		*n = (struct node){ .is_dir = true, .dir = D_VBD, .d = n->d, .queue = -1 };
 		return n->d ? 0 : -ENOENT;
 	case D_VBD:
-		if (!strcmp(c, "statistics")) {
+		if (!strcmp(c, "statistics") || !strcmp(c, "limits")) {
 			n->is_dir = true;
-			n->dir = D_STATS;
+			n->dir = c[0] == 's' ? D_STATS : D_LIMITS;
 			return 0;
 		}
 		if (sscanf(c, "queue-%u%n", &q, &end) == 1 && !c[end] &&
@@ -162,6 +163,10 @@ static int step(const struct devtab *t, struct node *n, const char *c)
 	case D_QUEUE:
 		n->file = F_STAT;
 		n->idx = find_name(stat_names, NR_STATS, c);
+		break;
+	case D_LIMITS:
+		n->file = F_LIMIT;
+		n->idx = be_limit_lookup(c);
 		break;
 	default:
 		break;
@@ -185,7 +190,7 @@ static int resolve(const struct devtab *t, const char *path, struct node *n)
 
 static bool writable(const struct node *n)
 {
-	return !n->is_dir && (n->file == F_PRESSURE ||
+	return !n->is_dir && (n->file == F_PRESSURE || n->file == F_LIMIT ||
 			      (n->file == F_TUNABLE && (tun_info(n->idx)->mode & 0200)));
 }
 
@@ -249,6 +254,9 @@ static int render(const struct node *n, char *buf, size_t len)
 		return snprintf(buf, len, "%" PRIu64 "\n", pressure_count());
 	case F_ATTR:
 		return render_attr(n, buf, len);
+	case F_LIMIT:
+		return snprintf(buf, len, "%" PRIu64 "\n",
+				be_limit_get(&n->d->limit, (enum be_limit_key)n->idx));
 	default:
 		return render_stat(n, buf, len);
 	}
@@ -303,6 +311,7 @@ static void fill_dir(const struct devtab *t, const struct node *n, void *buf,
 		for (int i = 0; i < NR_ATTRS; i++)
 			fill(buf, attr_names[i], NULL, 0, 0);
 		fill(buf, "statistics", NULL, 0, 0);
+		fill(buf, "limits", NULL, 0, 0);
 		for (unsigned int q = 0; n->d->queues && q < n->d->nr_queues; q++) {
 			snprintf(name, sizeof(name), "queue-%u", q);
 			fill(buf, name, NULL, 0, 0);
@@ -312,6 +321,10 @@ static void fill_dir(const struct devtab *t, const struct node *n, void *buf,
 	case D_QUEUE:
 		for (int i = 0; i < NR_STATS; i++)
 			fill(buf, stat_names[i], NULL, 0, 0);
+		break;
+	case D_LIMITS:
+		for (int i = 0; i < BE_LIM_COUNT; i++)
+			fill(buf, be_limit_names[i], NULL, 0, 0);
 		break;
 	default:
 		break;
@@ -376,6 +389,25 @@ static int op_read(const char *path, char *out, size_t size, off_t off,
 	return (int)size;
 }
 
+/* A vbd's limit: a decimal number (0: none), live for its queues. */
+static int write_limit(const struct node *n, const char *val, size_t size)
+{
+	struct timespec ts;
+	uint64_t v;
+	char *end;
+
+	errno = 0;
+	v = strtoull(val, &end, 10);
+	if (end == val || (*end && strcmp(end, "\n")) || errno || val[0] == '-' ||
+	    v > BE_LIMIT_MAX)
+		return -EINVAL;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	be_limit_set(&n->d->limit, (enum be_limit_key)n->idx, v,
+		     (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec);
+	log_info("sysfs: %s/%s = %" PRIu64, n->d->be_path, be_limit_names[n->idx], v);
+	return (int)size;
+}
+
 /* One write is one value, as in sysfs (a store of the whole buffer). */
 static int op_write(const char *path, const char *in, size_t size, off_t off,
 		    struct fuse_file_info *fi)
@@ -399,6 +431,8 @@ static int op_write(const char *path, const char *in, size_t size, off_t off,
 		pressure_fire();
 		return (int)size;
 	}
+	if (n.file == F_LIMIT)
+		return write_limit(&n, val, size);
 	rc = tun_set((enum tun_id)n.idx, val, true);
 	if (rc == -EPERM)
 		rc = -EACCES;

@@ -15,6 +15,8 @@
  *       statistics/{inflight, latency_us, pool_pages_free,
  *                   pool_pages_in_use, persistent_grants, squeezes}  (ours)
  *       queue-<n>/<the same statistics, for one queue>
+ *       limits/{read,write}_{iops,bps}[_burst]   I/O limits (limit.h),
+ *                                                 writable, live
  *
  * Documentation/ABI/ has one entry per file; tests/system/test_sysfs.py
  * checks that the tree and the entries name the same files.

@@ -82,6 +82,31 @@ static const struct tunable table[TUN_COUNT] = {
 		"Network storage (nbd, qcow2, rbd): how long a lost connection stalls the "
 		"I/O of disks opened from now on before it fails; the disk works "
 		"again once the store is back (xbd only)" },
+	/* I/O limits of new vbds (limit.h); the toolstack's nodes win */
+	[TUN_DEFAULT_READ_IOPS] = {
+		"default_read_iops", TUN_UINT, 0, 0, 1ull << 48, 0644,
+		"Read requests per second a new vbd may do; 0: no limit (xbd only)" },
+	[TUN_DEFAULT_WRITE_IOPS] = {
+		"default_write_iops", TUN_UINT, 0, 0, 1ull << 48, 0644,
+		"Write requests per second a new vbd may do; 0: no limit (xbd only)" },
+	[TUN_DEFAULT_READ_BPS] = {
+		"default_read_bps", TUN_UINT, 0, 0, 1ull << 48, 0644,
+		"Bytes per second a new vbd may read; 0: no limit (xbd only)" },
+	[TUN_DEFAULT_WRITE_BPS] = {
+		"default_write_bps", TUN_UINT, 0, 0, 1ull << 48, 0644,
+		"Bytes per second a new vbd may write; 0: no limit (xbd only)" },
+	[TUN_DEFAULT_READ_IOPS_BURST] = {
+		"default_read_iops_burst", TUN_UINT, 0, 0, 1ull << 48, 0644,
+		"Read requests a new vbd may do at once above read_iops; 0: a tenth of a second's worth (xbd only)" },
+	[TUN_DEFAULT_WRITE_IOPS_BURST] = {
+		"default_write_iops_burst", TUN_UINT, 0, 0, 1ull << 48, 0644,
+		"Write requests a new vbd may do at once above write_iops; 0: a tenth of a second's worth (xbd only)" },
+	[TUN_DEFAULT_READ_BPS_BURST] = {
+		"default_read_bps_burst", TUN_UINT, 0, 0, 1ull << 48, 0644,
+		"Bytes a new vbd may read at once above read_bps; 0: a tenth of a second's worth (xbd only)" },
+	[TUN_DEFAULT_WRITE_BPS_BURST] = {
+		"default_write_bps_burst", TUN_UINT, 0, 0, 1ull << 48, 0644,
+		"Bytes a new vbd may write at once above write_bps; 0: a tenth of a second's worth (xbd only)" },
 };
 
 /* Written by the control thread, read by any (relaxed). */

@@ -8,6 +8,7 @@
  * out of range ends in be_fatal() with a message naming the key.
  */
 #include <errno.h>
+#include <inttypes.h>
 #include <pthread.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -392,6 +393,26 @@ static bool discard_offered(const struct backend_dev *d)
 	return d->st.discard && (rc == -ENOENT || (rc == 0 && en));
 }
 
+/* The vbd's I/O limits: the backend's defaults, unless the toolstack
+ * wrote its own nodes (xbd block-attach --limit).  A node that does not
+ * parse is ignored with a warning: the disk still attaches. */
+static void read_limits(struct backend_dev *d)
+{
+	uint64_t now = mono_ns();
+
+	for (int k = 0; k < BE_LIM_COUNT; k++) {
+		uint64_t v = tun_get((enum tun_id)(TUN_DEFAULT_READ_IOPS + k));
+		int rc = xbd_xs_read_u64(d->ctx->xs, XBT_NULL, d->be_path,
+					 be_limit_nodes[k], 0, BE_LIMIT_MAX, &v);
+
+		if (rc && rc != -ENOENT)
+			log_warn("%s/%s: not a limit (0..2^48), using %" PRIu64,
+				 d->be_path, be_limit_nodes[k], v);
+		be_limit_set(&d->limit, (enum be_limit_key)k, v, now);
+	}
+	be_limit_fill(&d->limit, now);
+}
+
 static void snapshot_offer(struct backend_dev *d)
 {
 	d->max_queues = (unsigned int)tun_get(TUN_MAX_QUEUES);
@@ -527,10 +548,12 @@ int be_dev_probe(const struct be_ctx *ctx, const char *be_path, struct backend_d
 		free(d);
 		return rc;
 	}
+	be_limit_init(&d->limit);
 	*out = d;
 	/* Our state as the previous backend (if any) left it. */
 	(void)xbd_xenbus_read_state(ctx->xs, XBT_NULL, d->be_path, &be);
 	snapshot_offer(d);
+	read_limits(d);
 	rc = read_toolstack(d, target, sizeof(target));
 	if (rc)
 		return rc;
@@ -629,6 +652,7 @@ static void queue_cfg(struct backend_dev *d, unsigned int i, struct be_queue_cfg
 		.plat = d->ctx->plat, .self = d->ctx->self, .frontend = d->fe_domid,
 		.index = i, .ring_order = d->order, .abi = d->abi,
 		.persistent = d->persistent, .storage = &d->st, .budget = &d->mem,
+		.limit = &d->limit,
 		.limits = {
 			.sectors = d->st.size >> 9, .sector_size = d->st.logical_block,
 			.read_only = d->read_only, .flush = true, .barrier = true,
@@ -866,5 +890,6 @@ void be_dev_remove(struct backend_dev *d)
 
 void be_dev_free(struct backend_dev *d)
 {
+	be_limit_destroy(&d->limit);
 	free(d);
 }

@@ -157,10 +157,15 @@ int cmd_block_attach(struct xbd_ctx *c, int argc, char **argv)
 	struct xbd_vbd_attach a = { .disk = &disk };
 	struct xbd_opts o;
 	char err[512];
-	int i = xbd_parse_opts(argc, argv, XBD_OPT_TIMEOUT, 2, -1, &o);
+	int i = xbd_parse_opts(argc, argv, XBD_OPT_TIMEOUT | XBD_OPT_LIMIT, 2, -1, &o);
 
 	if (i < 0)
 		return i == -2 ? 0 : 2;
+	for (unsigned int k = 0; k < o.nlimit; k++)
+		if (xbd_vbd_parse_limits(o.limit[k], &a, err, sizeof(err))) {
+			xbd_err("%s", err);
+			return 2;
+		}
 	if (xbd_ctx_open(c) || xbd_resolve_domain(c, argv[i], &a.fe))
 		return 1;
 	if (xbd_diskspec_parse(argc - i - 1, (const char *const *)argv + i + 1,

@@ -16,6 +16,7 @@
 #include "vbd.h"
 
 #include <errno.h>
+#include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -61,6 +62,76 @@ int xbd_vbd_parse_backend_path(const char *path, xbd_domid_t fe, uint32_t devid,
 
 /* ---- attach ----------------------------------------------------------- */
 
+/* The backend's names (backend/limit.c), tree and xenstore spellings. */
+const char *const xbd_limit_names[XBD_NR_LIMITS] = {
+	"read_iops", "write_iops", "read_bps", "write_bps",
+	"read_iops_burst", "write_iops_burst", "read_bps_burst", "write_bps_burst",
+};
+static const char *const limit_nodes[XBD_NR_LIMITS] = {
+	"read-iops", "write-iops", "read-bps", "write-bps",
+	"read-iops-burst", "write-iops-burst", "read-bps-burst", "write-bps-burst",
+};
+#define XBD_LIMIT_MAX (UINT64_C(1) << 48)   /* as the backend takes */
+
+static int parse_limit_value(const char *s, uint64_t *out)
+{
+	uint64_t v, mul = 1;
+	char *end;
+
+	if (*s < '0' || *s > '9')
+		return -EINVAL;
+	errno = 0;
+	v = strtoull(s, &end, 10);
+	if (errno)
+		return -EINVAL;
+	if (*end && !end[1]) {
+		const char *u = strchr("KMG", *end & ~0x20);
+
+		if (!u)
+			return -EINVAL;
+		mul = UINT64_C(1) << (10 * (u - "KMG" + 1));
+	} else if (*end) {
+		return -EINVAL;
+	}
+	if (v > XBD_LIMIT_MAX / mul)
+		return -EINVAL;
+	*out = v * mul;
+	return 0;
+}
+
+int xbd_vbd_parse_limits(const char *arg, struct xbd_vbd_attach *a, char *err,
+			 size_t errlen)
+{
+	char buf[512], *save = NULL, *item;
+
+	if (snprintf(buf, sizeof(buf), "%s", arg) >= (int)sizeof(buf)) {
+		snprintf(err, errlen, "--limit: too long");
+		return -EINVAL;
+	}
+	for (item = strtok_r(buf, ",", &save); item; item = strtok_r(NULL, ",", &save)) {
+		char *eq = strchr(item, '=');
+		unsigned int i;
+
+		if (eq)
+			*eq = '\0';
+		for (i = 0; i < XBD_NR_LIMITS && strcmp(xbd_limit_names[i], item); i++)
+			;
+		if (!eq || i == XBD_NR_LIMITS) {
+			snprintf(err, errlen, "--limit: '%s' is not KEY=N with KEY one of "
+				 "read_iops, write_iops, read_bps, write_bps and their "
+				 "_burst", item);
+			return -EINVAL;
+		}
+		if (parse_limit_value(eq + 1, &a->limit[i])) {
+			snprintf(err, errlen, "--limit: %s=%s: not a number up to 2^48 "
+				 "(K, M, G: x1024)", item, eq + 1);
+			return -EINVAL;
+		}
+		a->has_limit[i] = true;
+	}
+	return 0;
+}
+
 struct kv {
 	const char *key;
 	char val[4200];
@@ -90,6 +161,9 @@ static unsigned int backend_entries(const struct xbd_vbd_attach *a, struct kv *k
 		KV("direct-io-safe", "1");
 	KV("discard-enable", "%d", d->discard ? 1 : 0);
 	KV("specification", "xen");
+	for (unsigned int i = 0; i < XBD_NR_LIMITS; i++)
+		if (a->has_limit[i])
+			KV(limit_nodes[i], "%" PRIu64, a->limit[i]);
 #undef KV
 	return n;
 }
@@ -133,7 +207,7 @@ static int attach_txn(struct xs_handle *xs, xs_transaction_t t, void *arg)
 {
 	const struct xbd_vbd_attach *a = arg;
 	struct xbd_vbd_paths p;
-	static struct kv kv[20];     /* single-threaded tool; too big for the stack */
+	static struct kv kv[24];       /* single-threaded tool; too big for the stack */
 	char dom[64];
 	unsigned int n;
 	int rc;

@@ -23,10 +23,22 @@ void xbd_vbd_paths(struct xbd_vbd_paths *p, xbd_domid_t fe, xbd_domid_t be,
 int xbd_vbd_parse_backend_path(const char *path, xbd_domid_t fe, uint32_t devid,
 			       xbd_domid_t *be);
 
+/* I/O limits for the backend (its nodes read-iops, ..., read at probe;
+ * the backend's limits/ files in the tree once it runs). */
+#define XBD_NR_LIMITS 8
+extern const char *const xbd_limit_names[XBD_NR_LIMITS];
+
 struct xbd_vbd_attach {
 	const struct xbd_disk *disk;
 	xbd_domid_t fe, be;
+	bool has_limit[XBD_NR_LIMITS];
+	uint64_t limit[XBD_NR_LIMITS];
 };
+
+/* Parse "KEY=N[,KEY=N...]" into a->limit.  0, or -EINVAL with a message
+ * in err. */
+int xbd_vbd_parse_limits(const char *arg, struct xbd_vbd_attach *a, char *err,
+			 size_t errlen);
 
 /*
  * Write the backend, frontend and libxl directories of a vbd in one

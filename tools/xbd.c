@@ -43,10 +43,14 @@ static const struct command commands[] = {
 	  "                  close (default 10); a dead guest's disks go at once\n" },
 	{ "domain-list", cmd_domain_list, "",
 	  "list domains: id, name, state, number of vbds", NULL },
-	{ "block-attach", cmd_block_attach, "DOMAIN DISKSPEC... [--timeout SECONDS]",
+	{ "block-attach", cmd_block_attach,
+	  "DOMAIN DISKSPEC... [--timeout SECONDS] [--limit KEY=N[,KEY=N...]]",
 	  "attach a disk (DISKSPEC as in xl-disk-configuration(5))",
 	  "  --timeout S     wait up to S seconds for the backend's InitWait\n"
-	  "                  (default 10; 0 = do not wait)\n" },
+	  "                  (default 10; 0 = do not wait)\n"
+	  "  --limit L       I/O limits of the disk, KEY=N comma-separated, KEY one of\n"
+	  "                  read_iops write_iops read_bps write_bps and their\n"
+	  "                  _burst; N a number, K/M/G suffix (x1024); 0 = none\n" },
 	{ "block-detach", cmd_block_detach, "DOMAIN VDEV|DEVID [--force] [--timeout SECONDS]",
 	  "detach a disk",
 	  "  --force         remove the disk's nodes even if the backend does not close\n"
@@ -140,6 +144,7 @@ int xbd_parse_opts(int argc, char **argv, unsigned int allowed, int min_pos,
 		{ "memory", required_argument, NULL, 'm' },
 		{ "user", required_argument, NULL, 'u' },
 		{ "group", required_argument, NULL, 'g' },
+		{ "limit", required_argument, NULL, 'l' },
 		{ "help", no_argument, NULL, 'h' },
 		{ NULL, 0, NULL, 0 },
 	};
@@ -147,7 +152,7 @@ int xbd_parse_opts(int argc, char **argv, unsigned int allowed, int min_pos,
 
 	*o = (struct xbd_opts){ .timeout_ms = XBD_DEFAULT_TIMEOUT_MS };
 	opterr = 0;                   /* our messages, one line each */
-	while ((opt = getopt_long(argc, argv, ":t:fm:u:g:h", opts, NULL)) != -1) {
+	while ((opt = getopt_long(argc, argv, ":t:fm:u:g:l:h", opts, NULL)) != -1) {
 		if (opt == 'h') {
 			xbd_usage(argv[0], false);
 			return -2;
@@ -169,6 +174,11 @@ int xbd_parse_opts(int argc, char **argv, unsigned int allowed, int min_pos,
 		}
 		if (opt == 'g' && (allowed & XBD_OPT_OWNER)) {
 			o->group = optarg;
+			continue;
+		}
+		if (opt == 'l' && (allowed & XBD_OPT_LIMIT) &&
+		    o->nlimit < XBD_MAX_LIMIT_OPTS) {
+			o->limit[o->nlimit++] = optarg;
 			continue;
 		}
 		if (opt == 't' && (allowed & XBD_OPT_TIMEOUT))

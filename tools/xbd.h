@@ -50,13 +50,16 @@ void xbd_usage(const char *cmd, bool err);
 
 /* Command options; a command names the ones it takes. */
 enum { XBD_OPT_TIMEOUT = 1, XBD_OPT_FORCE = 2, XBD_OPT_MEMORY = 4,
-       XBD_OPT_OWNER = 8 };
+       XBD_OPT_OWNER = 8, XBD_OPT_LIMIT = 16 };
+#define XBD_MAX_LIMIT_OPTS 8
 struct xbd_opts {
 	int timeout_ms;          /* XBD_DEFAULT_TIMEOUT_MS unless --timeout */
 	bool force;
 	const char *memory;      /* NULL unless --memory */
 	const char *user;        /* NULL unless --user */
 	const char *group;       /* NULL unless --group */
+	const char *limit[XBD_MAX_LIMIT_OPTS];   /* each --limit, in order */
+	unsigned int nlimit;
 };
 /*
  * Parse the options of command argv[0] (allowed: XBD_OPT_* mask) and

@@ -9,12 +9,18 @@
  * usage: xbd-be-queue-bench FILE [--bs BYTES] [--qd N] [--seconds S]
  *                           [--requests N] [--write] [--persistent]
  *                           [--order N] [--wait uring|poll]
+ *                           [--limit off|idle|high]
  * FILE must exist and be at least 64 MiB; it is read (or written) at
  * random bs-aligned offsets in its first 64 MiB.  --requests N issues
  * exactly N requests (however long they take) instead of running for S
  * seconds: the fixed count of the callgrind measurement (bench/suite/
  * cpucost.py).  --wait sets the queue thread's wait mode (io_uring.h;
  * default: the io_wait_poll tunable, which is Y under valgrind).
+ * --limit: the vbd's I/O limits (limit.h): off, none at all (a NULL
+ * limiter); idle, a limiter with no limit set, as every vbd without
+ * limits (the default); high, read and write IOPS and bps set far above
+ * what the queue can do, so every request is charged and none waits.
+ * bench/limits/ compares them.
  */
 #include <errno.h>
 #include <limits.h>
@@ -35,6 +41,7 @@ struct opts {
 	unsigned long requests;     /* 0: run for seconds */
 	const char *wait_poll;      /* io_wait_poll value, or NULL: default */
 	bool write, persistent;
+	const char *limit;          /* off, idle, high */
 };
 
 struct guest {
@@ -80,6 +87,10 @@ static int parse(int argc, char **argv, struct opts *o)
 			o->order = (unsigned int)atoi(argv[++i]);
 		else if (i + 1 < argc && !strcmp(argv[i], "--requests"))
 			o->requests = strtoul(argv[++i], NULL, 10);
+		else if (i + 1 < argc && !strcmp(argv[i], "--limit") &&
+			 (!strcmp(argv[i + 1], "off") || !strcmp(argv[i + 1], "idle") ||
+			  !strcmp(argv[i + 1], "high")))
+			o->limit = argv[++i];
 		else if (i + 1 < argc && !strcmp(argv[i], "--wait") &&
 			 (!strcmp(argv[i + 1], "uring") || !strcmp(argv[i + 1], "poll")))
 			o->wait_poll = !strcmp(argv[++i], "poll") ? "Y" : "N";
@@ -213,13 +224,14 @@ int main(int argc, char **argv)
 	struct storage st = { .fd = -1 };
 	struct be_queue q = { 0 };
 	struct be_queue_cfg c;
+	struct be_limit lim;
 	char cmd[96];
 	int rc = 1;
 
 	if (parse(argc, argv, &o)) {
 		fprintf(stderr, "usage: %s FILE [--bs BYTES] [--qd N] [--seconds S] "
 			"[--requests N] [--write] [--persistent] [--order N] "
-			"[--wait uring|poll]\n", argv[0]);
+			"[--wait uring|poll] [--limit off|idle|high]\n", argv[0]);
 		return 2;
 	}
 	tun_init();
@@ -235,12 +247,18 @@ int main(int argc, char **argv)
 		.storage = &st, .limits = { .sectors = st.size >> 9, .sector_size = 512,
 					    .flush = true, .barrier = true } };
 	memcpy(c.ring_refs, g.ring_refs, sizeof(g.ring_refs));
+	be_limit_init(&lim);
+	if (o.limit && strcmp(o.limit, "off"))
+		c.limit = &lim;
+	for (int k = 0; o.limit && !strcmp(o.limit, "high") && k < BE_LIM_RATES; k++)
+		be_limit_set(&lim, (enum be_limit_key)k, BE_LIMIT_MAX, 0);
 	if (be_queue_start(&q, &c)) {
 		fprintf(stderr, "queue start failed\n");
 		goto out;
 	}
 	rc = run(&g, &o, &q);
 	be_queue_stop(&q);
+	be_limit_destroy(&lim);
 out:
 	storage_close(&st);
 	if (g.ev)
