@@ -11,6 +11,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mount.h>
 
 #include "platform/platform.h"
 
@@ -55,6 +56,12 @@ static inline void guest_down(struct guest *g)
 		xbd_domain_release(g->dom);
 	if (g->p)
 		xbd_platform_close(g->p);
+	/* A backend SIGKILLed by a failing test leaves its sysfs-style tree
+	 * mounted (ENOTCONN) at $rundir/sys: detach it so rm can remove the
+	 * rundir and no mount outlives the test. */
+	snprintf(cmd, sizeof(cmd), "%s/sys", g->rundir);
+	if (g->rundir[0])
+		(void)umount2(cmd, MNT_DETACH);
 	snprintf(cmd, sizeof(cmd), "rm -rf '%s'", g->rundir);
 	if (g->rundir[0] && system(cmd) != 0)
 		fprintf(stderr, "warning: could not remove %s\n", g->rundir);
