@@ -300,14 +300,19 @@ static int submit(struct be_io *io, struct be_pending *p)
 	bool data = p->v.nr_segs > 0, flush = k == VREQ_FLUSH || k == VREQ_BARRIER;
 	int st;
 
+	/* One branch when the vbd has no limit.  Every request is one op
+	 * (discards and flushes are writes), data bytes count (limit.h).  A
+	 * held request has taken nothing yet; on stop it goes, so that it is
+	 * answered.  Charged once: a request that then waits for memory
+	 * comes back here with p->limited set. */
+	if (!p->limited && be_limit_active(io->cfg.limit) && !io->stopping) {
+		if (be_limit_hold(io->cfg.limit, &io->limit_wait, k != VREQ_READ,
+				  data ? p->v.nr_sectors << 9 : 0, now_ns()))
+			return IO_THROTTLED;
+		p->limited = true;
+	}
 	if (k == VREQ_DISCARD)
 		return submit_discard(io, p);
-	/* One branch when the vbd has no limit.  A held request has taken
-	 * nothing yet; on stop it goes, so that it is answered. */
-	if (be_limit_active(io->cfg.limit) && data && !io->stopping &&
-	    be_limit_hold(io->cfg.limit, &io->limit_wait, k != VREQ_READ,
-			  p->v.nr_sectors << 9, now_ns()))
-		return IO_THROTTLED;
 	if (reserve_sqes(io, 2))
 		return BLKIF_RSP_ERROR;
 	if (data) {
@@ -416,6 +421,7 @@ static void dispatch(struct be_io *io, struct be_pending *p, const struct ring_r
 
 	p->status = BLKIF_RSP_OKAY;
 	p->mapped = false;
+	p->limited = false;
 	p->cqes_left = 0;
 	p->start_ns = now_ns();
 	be_stat_add(&io->cfg.stats->inflight, 1);
@@ -652,7 +658,8 @@ int be_io_run_once(struct be_io *io, int timeout_ms)
 {
 	int crc = consume(io), rc;
 
-	if (io->waiting && be_limit_active(io->cfg.limit))   /* wake to retry */
+	/* held by the limiter (not by the memory budget): wake to retry */
+	if (io->waiting && io->limit_wait.charged && be_limit_active(io->cfg.limit))
 		timeout_ms = be_limit_timeout_ms(&io->limit_wait, timeout_ms, now_ns());
 	rc = arm_storage(io);
 	if (rc < 0)

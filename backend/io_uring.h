@@ -61,6 +61,7 @@ struct be_pending {
 	void *xport_priv;           /* for the transport */
 	unsigned int xport_mode;    /* for the transport */
 	bool mapped;                /* map() succeeded: unmap() owed */
+	bool limited;               /* charged to the I/O limits (limit.h) */
 	unsigned int cqes_left;     /* completions still to come */
 	int status;                 /* BLKIF_RSP_*, worst so far */
 	uint64_t start_ns;

@@ -159,6 +159,55 @@ static void test_live_change(void **state)
 	assert_false(be_limit_hold(&lim, &w, false, 4096, 12 * MS));
 }
 
+/* waits and waited_us count the requests that were held, as they go,
+ * and the time they were held; one that goes at once counts nothing. */
+static void test_waits_counted(void **state)
+{
+	struct be_limit_wait w = { 0 };
+
+	(void)state;
+	be_limit_set(&lim, BE_LIM_READ_IOPS, 1, 0);
+	be_limit_set(&lim, BE_LIM_READ_IOPS_BURST, 1, 0);
+	be_limit_fill(&lim, 0);
+	/* go_now's second request holds the slot at 1 s: this one 2 s */
+	assert_int_equal(go_now(false, 4096, 0), 1);
+	assert_int_equal(be_limit_waits(&lim), 0);
+	assert_true(be_limit_hold(&lim, &w, false, 4096, 0));
+	assert_true(be_limit_hold(&lim, &w, false, 4096, 1500 * MS));
+	assert_int_equal(be_limit_waits(&lim), 0);          /* still held */
+	assert_false(be_limit_hold(&lim, &w, false, 4096, 2001 * MS));
+	assert_int_equal(be_limit_waits(&lim), 1);
+	assert_int_equal(be_limit_waited_us(&lim), 2001000);
+	/* a live change re-charges a held one: still one wait, from the start */
+	assert_true(be_limit_hold(&lim, &w, false, 4096, 2001 * MS));
+	be_limit_set(&lim, BE_LIM_READ_IOPS, 1000, 2002 * MS);
+	assert_true(be_limit_hold(&lim, &w, false, 4096, 2002 * MS));
+	assert_false(be_limit_hold(&lim, &w, false, 4096, 2004 * MS));
+	assert_int_equal(be_limit_waits(&lim), 2);
+	assert_int_equal(be_limit_waited_us(&lim), 2001000 + 3000);
+}
+
+/* A request with no data (a discard, a flush) is one op and no bytes:
+ * a debt of bytes does not hold it, an exhausted op bucket does. */
+static void test_no_data_is_one_op(void **state)
+{
+	struct be_limit_wait w = { 0 }, w2 = { 0 }, w3 = { 0 };
+
+	(void)state;
+	be_limit_set(&lim, BE_LIM_WRITE_BPS, 1000, 0);
+	be_limit_set(&lim, BE_LIM_WRITE_BPS_BURST, 1000, 0);
+	be_limit_fill(&lim, 0);
+	assert_true(be_limit_hold(&lim, &w, true, 3000, 0));    /* 2 s of debt */
+	assert_false(be_limit_hold(&lim, &w2, true, 0, 0));     /* another queue's */
+	assert_true(be_limit_hold(&lim, &w3, true, 1, 0));      /* data waits */
+	w = (struct be_limit_wait){ 0 };
+	be_limit_set(&lim, BE_LIM_WRITE_BPS, 0, 0);
+	be_limit_set(&lim, BE_LIM_WRITE_IOPS, 10, 0);
+	be_limit_set(&lim, BE_LIM_WRITE_IOPS_BURST, 2, 0);
+	be_limit_fill(&lim, 0);
+	assert_int_equal(go_now(true, 0, 0), 2);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -168,6 +217,8 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_bps_exact_over_time, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_two_queues_fair, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_live_change, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_waits_counted, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_no_data_is_one_op, setup, teardown),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
