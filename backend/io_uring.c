@@ -358,23 +358,6 @@ static void submit_or_answer(struct be_io *io, struct be_pending *p)
 	}
 }
 
-/* Try the request that waits for memory again (something completed, or
- * a tick passed).  It is the oldest one taken: it goes first. */
-static void retry_waiting(struct be_io *io)
-{
-	struct be_pending *p = io->waiting;
-	int st;
-
-	if (!p)
-		return;
-	st = submit(io, p);
-	if (st == IO_WAITING || st == IO_THROTTLED)
-		return;
-	io->waiting = NULL;
-	if (st != IO_SUBMITTED)
-		complete(io, p, st);
-}
-
 /* ---- Taking requests ----------------------------------------------------- */
 
 static void count_request(struct be_io *io, const struct vreq *v, int status)
@@ -408,25 +391,21 @@ static int fetch_indirect(struct be_io *io, struct be_pending *p)
 	void *pages[BLKIF_MAX_INDIRECT_PAGES_PER_REQUEST];
 	unsigned int n = p->v.nr_indirect_pages;
 
-	if (x->map_indirect(io->cfg.xport_ctx, p->v.indirect_grefs, n, pages))
+	int rc = x->map_indirect(io->cfg.xport_ctx, p->v.indirect_grefs, n, pages);
+
+	if (rc == -EAGAIN)
+		return IO_WAITING;        /* over the memory budget */
+	if (rc)
 		return BLKIF_RSP_ERROR;
 	ring_fetch_indirect_segs(pages, p->v.nr_segs, p->v.segs);
 	x->unmap_indirect(io->cfg.xport_ctx, pages, n);
 	return req_check_segs(&p->v, &io->cfg.limits);
 }
 
-static void dispatch(struct be_io *io, struct be_pending *p, const struct ring_req *in)
+/* A request whose segments are read and checked (st): count it, answer
+ * it if it failed, else hold it behind a barrier or submit it. */
+static void dispatch_checked(struct be_io *io, struct be_pending *p, int st)
 {
-	int st = req_parse(in, &io->cfg.limits, &p->v);
-
-	p->status = BLKIF_RSP_OKAY;
-	p->mapped = false;
-	p->limited = false;
-	p->cqes_left = 0;
-	p->start_ns = now_ns();
-	be_stat_add(&io->cfg.stats->inflight, 1);
-	if (st == BLKIF_RSP_OKAY && p->v.nr_indirect_pages)
-		st = fetch_indirect(io, p);
 	count_request(io, &p->v, st);
 	if (st != BLKIF_RSP_OKAY) {
 		complete(io, p, st);
@@ -437,6 +416,54 @@ static void dispatch(struct be_io *io, struct be_pending *p, const struct ring_r
 		return;
 	}
 	submit_or_answer(io, p);
+}
+
+static void dispatch(struct be_io *io, struct be_pending *p, const struct ring_req *in)
+{
+	int st = req_parse(in, &io->cfg.limits, &p->v);
+
+	p->status = BLKIF_RSP_OKAY;
+	p->mapped = false;
+	p->limited = false;
+	p->unfetched = false;
+	p->cqes_left = 0;
+	p->start_ns = now_ns();
+	be_stat_add(&io->cfg.stats->inflight, 1);
+	if (st == BLKIF_RSP_OKAY && p->v.nr_indirect_pages)
+		st = fetch_indirect(io, p);
+	if (st == IO_WAITING) {       /* retry_waiting() fetches it again */
+		be_stat_add(&io->cfg.stats->mem_waits, 1);
+		p->unfetched = true;
+		io->waiting = p;
+		return;
+	}
+	dispatch_checked(io, p, st);
+}
+
+/* Try the request that waits for memory again (something completed, or
+ * a tick passed).  It is the oldest one taken: it goes first. */
+static void retry_waiting(struct be_io *io)
+{
+	struct be_pending *p = io->waiting;
+	int st;
+
+	if (!p)
+		return;
+	if (p->unfetched) {
+		st = fetch_indirect(io, p);
+		if (st == IO_WAITING)
+			return;
+		p->unfetched = false;
+		io->waiting = NULL;
+		dispatch_checked(io, p, st);
+		return;
+	}
+	st = submit(io, p);
+	if (st == IO_WAITING || st == IO_THROTTLED)
+		return;
+	io->waiting = NULL;
+	if (st != IO_SUBMITTED)
+		complete(io, p, st);
 }
 
 /* Adopted requests first, in ring order, under the same barrier rule. */
