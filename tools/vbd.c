@@ -42,6 +42,7 @@ int xbd_parse_timeout(const char *s, int *ms)
 void xbd_vbd_paths(struct xbd_vbd_paths *p, xbd_domid_t fe, xbd_domid_t be,
 		   uint32_t devid)
 {
+	*p = (struct xbd_vbd_paths){ 0 };   /* every byte defined, whatever fits */
 	snprintf(p->fe, sizeof(p->fe), "/local/domain/%u/device/vbd/%u", fe, devid);
 	snprintf(p->be, sizeof(p->be), "/local/domain/%u/backend/vbd/%u/%u",
 		 be, fe, devid);

@@ -58,17 +58,17 @@ static const struct {
 	{ "4K", 0, LLONG_MAX, 4096 },
 	{ "20M", 0, LLONG_MAX, 20 << 20 },
 	{ "20m", 0, LLONG_MAX, 20 << 20 },
-	{ "3G", 0, LLONG_MAX, 3ll << 30 },
+	{ "3G", 0, LLONG_MAX, 3LL << 30 },
 	{ "256", 20, LLONG_MAX, 256 << 20 },      /* MiB by default (xl memory) */
 	{ "512k", 20, LLONG_MAX, 512 << 10 },     /* a letter wins over the default */
-	{ "1024G", 0, 1ll << 40, 1ll << 40 },     /* exactly max */
-	{ "1025G", 0, 1ll << 40, -1 },
-	{ "1048577", 20, 1ll << 40, -1 },         /* 1 TiB + 1 MiB */
-	{ "8589934591G", 0, LLONG_MAX, LLONG_MAX - ((1ll << 30) - 1) },
+	{ "1024G", 0, 1LL << 40, 1LL << 40 },     /* exactly max */
+	{ "1025G", 0, 1LL << 40, -1 },
+	{ "1048577", 20, 1LL << 40, -1 },         /* 1 TiB + 1 MiB */
+	{ "8589934591G", 0, LLONG_MAX, LLONG_MAX - ((1LL << 30) - 1) },
 	{ "8589934592G", 0, LLONG_MAX, -1 },      /* 2^63: would overflow */
 	{ "17179869184G", 0, LLONG_MAX, -1 },     /* 2^64: would wrap to 0 */
 	{ "99999999999999999999999", 0, LLONG_MAX, -1 },  /* too many digits */
-	{ "1", 62, LLONG_MAX, 1ll << 62 },
+	{ "1", 62, LLONG_MAX, 1LL << 62 },
 	{ "1", 63, LLONG_MAX, -1 },               /* no such unit */
 	{ "1", 0, ULLONG_MAX, -1 },               /* max beyond LLONG_MAX */
 	{ "", 0, 10, -1 },
