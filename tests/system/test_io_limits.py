@@ -17,6 +17,7 @@ import time
 import pytest
 
 from conftest import binary
+from tree_files import cat as tree_cat, echo
 from guest_fixtures import guest, fio_ok, wait_until  # noqa: F401
 from test_fio_engine import ENGINE, engine_env
 
@@ -32,32 +33,12 @@ def lguest(guest):
     return guest
 
 
-def tree(g, rel):
-    return os.path.join(g.rundir, "sys", rel)
-
-
 def vbd_dir(g, domid, devid=51728):
     return f"{DEVICES}/vbd-{domid}-{devid}"
 
 
 def cat(g, rel):
-    with open(tree(g, rel)) as f:
-        return f.read().strip()
-
-
-def echo(g, rel, value):
-    """`echo value > file`: 0 or the errno."""
-    try:
-        fd = os.open(tree(g, rel), os.O_WRONLY | os.O_TRUNC)
-    except OSError as e:
-        return e.errno
-    try:
-        os.write(fd, value.encode())
-        return 0
-    except OSError as e:
-        return e.errno
-    finally:
-        os.close(fd)
+    return tree_cat(g, rel).strip()
 
 
 def attach(g, img, vdev, domain="g1", limit=None):
