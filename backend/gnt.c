@@ -456,13 +456,7 @@ static enum gnt_mode choose(struct gnt_xport *x, const struct be_pending *p,
 	return GNT_MAP;
 }
 
-/*
- * Reserve the request's pages, or say it must wait (-EAGAIN).  Short of
- * room, the queue first gives back what it holds idle (its free pages
- * and unused persistent grants) and chooses again; if the vbd's or the
- * backend's budget is what is short, every other queue is asked to do
- * the same at its next tick.
- */
+/* Short of room: give back what the queue holds idle. */
 static void give_back_idle(struct gnt_xport *x)
 {
 	gntpool_purge(&x->pool, now_ns(), 0, 0);
@@ -479,6 +473,13 @@ static int refuse(struct gnt_xport *x, enum budget_verdict v)
 	return -EAGAIN;
 }
 
+/*
+ * Reserve the request's pages, or say it must wait (-EAGAIN).  Short of
+ * room, the queue first gives back what it holds idle (its free pages
+ * and unused persistent grants) and chooses again; if the vbd's or the
+ * backend's budget is what is short, every other queue is asked to do
+ * the same at its next tick.
+ */
 static int admit(struct gnt_xport *x, struct be_pending *p)
 {
 	unsigned int need = 0;

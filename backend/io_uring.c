@@ -384,13 +384,13 @@ static void count_request(struct be_io *io, const struct vreq *v, int status)
 	}
 }
 
-/* Copy the segments out of the indirect pages, then check them. */
+/* Copy the segments out of the indirect pages, then check them; IO_WAITING
+ * if the pages do not fit the memory budget now (retry_waiting). */
 static int fetch_indirect(struct be_io *io, struct be_pending *p)
 {
 	const struct be_xport_ops *x = io->cfg.xport;
 	void *pages[BLKIF_MAX_INDIRECT_PAGES_PER_REQUEST];
 	unsigned int n = p->v.nr_indirect_pages;
-
 	int rc = x->map_indirect(io->cfg.xport_ctx, p->v.indirect_grefs, n, pages);
 
 	if (rc == -EAGAIN)
@@ -440,8 +440,10 @@ static void dispatch(struct be_io *io, struct be_pending *p, const struct ring_r
 	dispatch_checked(io, p, st);
 }
 
-/* Try the request that waits for memory again (something completed, or
- * a tick passed).  It is the oldest one taken: it goes first. */
+/* Try the request that waits again (for memory: something completed or
+ * a tick passed; for the limiter: its time came).  It is the oldest one
+ * taken: it goes first.  One whose indirect pages did not fit is fetched
+ * now; one that passed the limiter is not charged again (submit). */
 static void retry_waiting(struct be_io *io)
 {
 	struct be_pending *p = io->waiting;
