@@ -93,11 +93,13 @@ class Machine:
                     p.wait()
 
 
-def fio(env, engine_args, rw, bs, qd, cwd):
+def fio(env, engine_args, rw, bs, qd, cwd, timed=True):
+    """IOPS of one fio run on the first 64 MiB; timed=False: one pass."""
+    when = ["--time_based", f"--runtime={SECONDS}"] if timed else []
     r = subprocess.run(["fio", "--output-format=terse", "--terse-version=3",
                         "--name=b", *engine_args, f"--rw={rw}", f"--bs={bs}",
-                        f"--iodepth={qd}", "--size=64M", "--time_based",
-                        f"--runtime={SECONDS}", "--verify_state_save=0"],
+                        f"--iodepth={qd}", "--size=64M", *when,
+                        "--verify_state_save=0"],
                        env=env, cwd=cwd, capture_output=True, text=True,
                        timeout=SECONDS + 120)
     if r.returncode:
@@ -144,6 +146,8 @@ def rbd(m, cwd):
         c.rbd("create", "--size", "256M", "rbd/bench")
         env = dict(os.environ, CEPH_CONF=c.conf)
         eng = ["--ioengine=rbd", "--clientname=admin", "--pool=rbd", "--rbdname=bench"]
+        # written once, so neither side reads objects that do not exist
+        fio(env, eng, "write", "1M", 8, cwd, timed=False)
         m.xbd("block-attach", "g1", f"vdev=xvdb, access=rw, target={t.rbd_target(c, 'bench')}")
         try:
             for rw, bs, qd in WORKLOADS:
