@@ -16,7 +16,7 @@ Each line: the workload, both IOPS and the ratio xbd / fio; the result
 goes to bench/results/storage-*.json (quick runs: bench/results/quick/)
 with the machine, the commit and the load, for bench/suite/docs.py.
 A missing nbdkit, qemu or fio stops the run with its Debian package
-named.  BENCH_SECONDS per run (5; BENCH_QUICK: 1).
+named.  BENCH_SECONDS per run (3; BENCH_QUICK: 1).
 """
 import json
 import os
@@ -33,7 +33,7 @@ sys.path.insert(0, os.path.join(TOP, "bench", "suite"))
 import runinfo  # noqa: E402
 
 BUILD = os.path.abspath(sys.argv[1])
-SECONDS = int(os.environ.get("BENCH_SECONDS", "1" if runinfo.quick() else "5"))
+SECONDS = int(os.environ.get("BENCH_SECONDS", "1" if runinfo.quick() else "3"))
 RESULTS = []
 WORKLOADS = [("randread", "4k", 32), ("randwrite", "4k", 32), ("read", "1M", 8)]
 
