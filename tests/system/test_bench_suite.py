@@ -425,6 +425,7 @@ def test_every_block_names_machine_date_commit_and_load():
     assert "load average 0.5 at the start, 0.7 at the end" in b[docs.PERF]["storage"]
     line = b[docs.README]["storage-line"]
     assert "nbd 0.95" in line and "qcow2 0.50" in line and "2026-12-02 08:20 UTC" in line
+    assert "2 × test cpu, Linux 6.1, commit f00ba47, load 0.5 → 0.7" in line
     assert "\n" not in line
 
 
