@@ -340,7 +340,11 @@ def limits_result():
 
 DOC = """# a page
 
-Hand-written text before.
+Hand-written text before; an example of a block is text, not a block:
+
+    <!-- bench:begin NAME -->
+    <!-- bench:end NAME -->
+
 <!-- bench:begin headline -->
 | an | old | 155.5k | table |
 <!-- bench:end headline -->
@@ -382,7 +386,8 @@ def test_blocks_are_replaced_and_the_rest_left_alone():
     out = docs.rewrite(DOC, b[docs.PERF], "perf")
     assert outside(out) == outside(DOC)
     assert "155.5k" not in out and "old storage" not in out
-    assert out.startswith("# a page\n\nHand-written text before.\n")
+    assert out.startswith("# a page\n\nHand-written text before; an example")
+    assert "\n    <!-- bench:begin NAME -->\n    <!-- bench:end NAME -->\n" in out
     assert "Text between stays byte for byte: 1.24 × host (history, 2026-11-30).\n" in out
     # the headline: engine / host and / best NBD; 2 jobs on 2 queues (paired mean)
     assert ("| 4k randread QD64 | 200.0k IOPS | 50.0k (nbdkit) | 160.0k | 80.0k | "
