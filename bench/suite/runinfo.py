@@ -31,10 +31,12 @@ def git_commit(top=TOP):
 
 
 def git_dirty(top=TOP):
-    """True when tracked files differ from the commit (what ran is then
-    not exactly the commit named)."""
+    """True when tracked files differ from the commit, so what ran is not
+    exactly the commit named.  Markdown and bench/results/ do not count:
+    `make bench` itself rewrites them, and they do not run."""
     out = subprocess.run(["git", "-C", top, "status", "--porcelain",
-                          "--untracked-files=no"], capture_output=True, text=True)
+                          "--untracked-files=no", "--", ".", ":(exclude)bench/results",
+                          ":(exclude)*.md"], capture_output=True, text=True)
     return bool(out.stdout.strip()) if out.returncode == 0 else None
 
 
