@@ -34,6 +34,7 @@ import sys
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 import report  # noqa: E402
+import runinfo  # noqa: E402
 
 BEGIN = "<!-- bench:begin {} -->"
 END = "<!-- bench:end {} -->"
@@ -346,20 +347,24 @@ def limits_text(li, path):
 # --- choosing the results and writing ------------------------------------
 
 def newest(resdir, pattern):
-    """(result, path) of the newest full result matching pattern, or None."""
+    """(result, path) of the newest full result matching pattern, or None.
+    Results of an older format (before these blocks: no dirty flag, no
+    seed's dd) are history in bench/results/, never a block's source."""
     for path in sorted(glob.glob(os.path.join(resdir, pattern)), reverse=True):
         if path.endswith("-quick.json"):
             continue
         with open(path) as f:
             res = json.load(f)
-        if not res.get("quick"):
+        if not res.get("quick") and res.get("format", 1) >= runinfo.FORMAT:
             return res, path
     return None
 
 
 def bodies(suite, storage, limits):
     """{file: {block: text}} from the (result, path) pairs (or None)."""
-    none = "No full `make bench` result of {} yet: run `make bench`."
+    none = ("No full `make bench` result of {} of the current format yet (the older "
+            "files in bench/results/ predate these blocks and stay as history): a full "
+            "`make bench` on a quiet machine writes this block.")
     if suite:
         res, path = suite
         prov = provenance(res, suite_source(res, path))

@@ -8,6 +8,9 @@ import os
 import platform
 import subprocess
 
+# 2: the result names its dirty flag and, for the suite, has the seed's
+# dd and machine CPU per I/O; bench/suite/docs.py uses nothing older.
+FORMAT = 2
 TOP = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 
@@ -57,7 +60,7 @@ def results_dir(top=TOP):
 
 def header(suite):
     """The common head of a result JSON; call finish() at the end."""
-    return {"suite": suite, "date": stamp(), "commit": git_commit(),
+    return {"suite": suite, "format": FORMAT, "date": stamp(), "commit": git_commit(),
             "dirty": git_dirty(), "quick": quick(), "machine": machine()}
 
 

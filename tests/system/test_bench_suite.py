@@ -293,6 +293,7 @@ def headline_result():
     """A full suite result with every contender of the headline table."""
     res = synthetic()
     res["date"], res["commit"], res["dirty"] = "20261202T081500Z", "f00ba47", True
+    res["format"] = 2
     res["results"] = [r for r in res["results"] if r["contender"] != "xbd-queue"]
     us = {"host": 3.0, "xbd-fio": 6.0, "nbdkit": 9.0, "xbd-fuse": 12.0}
     for wl, key, host, nbd, eng, fuse in (
@@ -318,7 +319,8 @@ def headline_result():
 
 
 def storage_result():
-    return {"suite": "xbd storage drivers", "date": "20261202T082000Z", "commit": "f00ba47",
+    return {"suite": "xbd storage drivers", "format": 2, "date": "20261202T082000Z",
+            "commit": "f00ba47",
             "dirty": False, "quick": False, "seconds": 5,
             "machine": {"kernel": "6.1", "cpus": 2, "cpu": "test cpu", "mem_mib": 1024,
                         "load_start": [0.5, 0.5, 0.5], "load_end": [0.7, 0.6, 0.5]},
@@ -330,7 +332,8 @@ def storage_result():
 
 
 def limits_result():
-    return {"suite": "xbd limiter cost", "date": "20261202T082500Z", "commit": "f00ba47",
+    return {"suite": "xbd limiter cost", "format": 2, "date": "20261202T082500Z",
+            "commit": "f00ba47",
             "dirty": False, "quick": False, "rounds": 5, "seconds": 3,
             "machine": storage_result()["machine"],
             "modes": {"off": {"median": 250000.0, "ir": 1747.0},
@@ -467,6 +470,8 @@ def test_write_uses_the_newest_full_results_and_skips_quick_ones(tmp_path):
     old = dict(headline_result(), date="20261130T093319Z", commit="0ld0ld0")
     for name, r in (("run-20261130T093319Z.json", old),
                     ("run-20261202T081500Z.json", headline_result()),
+                    # newer, but of the format before the blocks: history only
+                    ("run-20261202T085000Z.json", dict(synthetic(), commit="f0rmat1")),
                     ("run-20261202T090000Z-quick.json", dict(headline_result(), quick=True,
                                                             commit="quick00")),
                     ("storage-20261202T082000Z.json", storage_result()),
@@ -480,7 +485,8 @@ def test_write_uses_the_newest_full_results_and_skips_quick_ones(tmp_path):
     assert outside(perf) == outside(DOC) and outside(readme) == outside(README)
     for text in (perf, readme):
         assert "commit f00ba47" in text
-        assert "0ld0ld0" not in text and "quick00" not in text and "quick11" not in text
+        for other in ("0ld0ld0", "quick00", "quick11", "f0rmat1"):
+            assert other not in text
     assert "stale" not in readme and "run-20261202T081500Z.json" in readme
     # a second run over its own output changes nothing
     assert docs.main(["docs.py", str(resdir), str(top)]) == 0
