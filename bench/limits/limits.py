@@ -3,7 +3,9 @@
 how).  usage: limits.py BENCH FILE; writes bench/results/limits-*.json
 (quick runs: bench/results/quick/) and prints the medians and ratios.
 ROUNDS (5; quick 2) rounds of SECONDS_PER_RUN (3; quick 1) seconds,
-the modes alternating in each round so a load change hits all three."""
+the modes alternating in each round so a load change hits all three;
+then the queue thread's instructions per request under callgrind
+(BENCH_NO_CALLGRIND=1 leaves them out)."""
 import json
 import os
 import re
@@ -55,7 +57,9 @@ def main():
         md = res["modes"][k]
         print(f"  {k:<5} {md['median']:9.0f}  ratio {md['median'] / off:.3f}  "
               f"(runs: {' '.join(f'{x:.0f}' for x in md['runs'])})")
-    if shutil.which("valgrind"):
+    if os.environ.get("BENCH_NO_CALLGRIND", "0") not in ("", "0"):
+        print("  (BENCH_NO_CALLGRIND: no instruction counts)")
+    elif shutil.which("valgrind"):
         counts = (500, 2500) if q else irmod.COUNTS
         print("  callgrind, the queue thread's instructions per 4k request at QD64:")
         base = None

@@ -521,3 +521,40 @@ def test_quick_make_bench_does_not_rewrite_the_documents():
     with open(os.path.join(os.path.dirname(__file__), "..", "..", "bench", "run.sh")) as f:
         text = f.read()
     assert 'case "${BENCH_QUICK:-0}" in\n""|0)\n\t/usr/bin/python3 suite/docs.py' in text
+
+
+def test_result_header_names_machine_commit_and_dirty_flag():
+    import runinfo
+    res = runinfo.finish(runinfo.header("t"))
+    assert res["format"] == runinfo.FORMAT
+    assert res["commit"] != "?" and res["dirty"] in (True, False)
+    m = res["machine"]
+    assert m["cpus"] >= 1 and m["cpu"] != "?" and m["kernel"]
+    assert len(m["load_start"]) == 3 and len(m["load_end"]) == 3
+
+
+def test_limits_bench_writes_a_result_the_block_reads(tmp_path):
+    """bench/limits for real (one round of 1 s per mode, no callgrind):
+    its JSON lands in BENCH_RESULTS and makes the limits block."""
+    import subprocess
+    import docs
+    from conftest import BUILD
+    prog = os.path.join(BUILD, "bench", "xbd-be-queue-bench")
+    if not os.access(prog, os.X_OK):
+        pytest.skip(f"{prog} not built (make be-queue-bench)")
+    disk = tmp_path / "disk"
+    with open(disk, "wb") as f:
+        f.write(os.urandom(64 << 20))
+    here = os.path.join(os.path.dirname(__file__), "..", "..", "bench", "limits", "limits.py")
+    env = dict(os.environ, BENCH_RESULTS=str(tmp_path / "res"), ROUNDS="1",
+               SECONDS_PER_RUN="1", BENCH_NO_CALLGRIND="1", BENCH_QUICK="0")
+    r = subprocess.run(["/usr/bin/python3", here, prog, str(disk)], env=env,
+                       capture_output=True, text=True, timeout=120)
+    assert r.returncode == 0, r.stdout + r.stderr
+    found = docs.newest(str(tmp_path / "res"), "limits-*.json")
+    assert found, r.stdout
+    res, _ = found
+    assert set(res["modes"]) == {"off", "idle", "high"}
+    assert all(m["median"] > 0 and len(m["runs"]) == 1 for m in res["modes"].values())
+    text = docs.limits_text(*found)
+    assert "| a vbd's limiter, no limit set |" in text and "commit " in text
