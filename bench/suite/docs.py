@@ -362,9 +362,9 @@ def newest(resdir, pattern):
 
 def bodies(suite, storage, limits):
     """{file: {block: text}} from the (result, path) pairs (or None)."""
-    none = ("No full `make bench` result of {} of the current format yet (the older "
-            "files in bench/results/ predate these blocks and stay as history): a full "
-            "`make bench` on a quiet machine writes this block.")
+    none = ("No full result of {} in bench/results/ that this block can read yet "
+            "(results from before these blocks stay there as history): the next full "
+            "`make bench` writes it.")
     if suite:
         res, path = suite
         prov = provenance(res, suite_source(res, path))
