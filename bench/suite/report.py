@@ -67,7 +67,7 @@ def perf_table(res, store):
     lines = ["| " + " | ".join(head) + " |", "|" + " --- |" + " ---: |" * (len(head) - 1)]
     for wl in rows:
         row = idx[(store, wl)]
-        key = "mbps" if wl.startswith(("seq", "dd")) else "iops"
+        key = "mbps" if wl.startswith(("seq", "dd", "seed")) else "iops"
         cells = [_fmt_cell(row.get(n), key) for n in names]
         xname, rh, rn = ratios(row, key)
         tag = f" ({xname})" if xname and xname != "xbd-queue" else ""

@@ -158,6 +158,14 @@ def test_markdown_table_goals_and_plots(tmp_path):
         assert f"]({png})" in text
 
 
+def test_the_seeds_dd_row_is_in_mb_per_s(tmp_path):
+    res = synthetic()
+    res["results"] += [rec("host", "seeddd", 100000, 900.0),
+                       rec("loop-dev", "seeddd", 50000, 400.0)]
+    text = open(report.write(res, str(tmp_path))).read()
+    assert "| seeddd | 900 MB/s | – | – | – | 400 MB/s | – | – |" in text
+
+
 def test_quick_results_go_to_their_own_folder(tmp_path):
     res = dict(synthetic(), quick=True)
     path = report.write(res, str(tmp_path))
