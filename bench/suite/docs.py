@@ -285,8 +285,9 @@ def storage_text(st, path, suite=None):
         parts += ["", f"Not measured: **{s['store']}** — {s['why']}."]
     if suite:
         row = _row(suite[0], "read4k-qd64-j1")
+        raw = _ratio(row.get("xbd-fio"), row.get("host"), "iops")
         parts += ["", "raw (a file on tmpfs, the suite's run above): xbd fio engine / host "
-                  f"fio at 4k randread QD64 {report._f(_ratio(row.get('xbd-fio'), row.get('host'), 'iops'))}"
+                  f"fio at 4k randread QD64 {report._f(raw)}"
                   f" ({_date(suite[0].get('date'))}).  No build from before the driver "
                   "interface is measured, so \"unchanged\" is this ratio, not an A/B."]
     return "\n".join(parts)
