@@ -422,6 +422,7 @@ def test_blocks_are_replaced_and_the_rest_left_alone():
     assert "| nbd | 4k randread QD32 | 100.0k IOPS (nbd) | 95.0k | 0.95 | met |" in out
     assert "| qcow2 | 4k randread QD32 | 100.0k IOPS (nbd) | 50.0k | 0.50 | not met |" in out
     assert "Not measured: **rbd** — Ceph is not installed." in out
+    assert "xbd fio engine / host fio at 4k randread QD64 0.80 (2026-12-02 08:15 UTC)" in out
     assert "| a vbd's limiter, no limit set | 249000 | 0.996 | 1748 | 1.0006 |" in out
     assert "instructions met, rate met" in out
 
