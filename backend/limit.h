@@ -13,11 +13,14 @@
  * request held per queue makes the queues take turns: fair whatever
  * their polling rhythm, and exact over time (each request pays in full).
  *
- * What counts: every request is one op against its direction's IOPS
- * (discards and flushes are writes, as Linux's blk-throttle and QEMU's
- * throttle groups count a discard); only data bytes count against BPS
- * (a discard moves no data: Linux charges it 512 bytes, QEMU its whole
- * length; we charge none, so a trim of the whole disk is one op).
+ * What counts: every request is one op against its direction's IOPS;
+ * discards and flushes are writes (Linux's blk-throttle and QEMU's
+ * throttle filter, block/throttle.c on its throttle group, count a
+ * discard as a write; QEMU lets flushes through unthrottled, we count
+ * them so that a guest cannot flush without bound).  Only data bytes
+ * count against BPS: a discard moves no data (Linux charges it 512
+ * bytes, QEMU its whole length; we charge none, so a trim of the whole
+ * disk is one op).
  *
  * A change of any value (be_limit_set) empties the buckets, cancels all
  * debts and bumps a generation; a held request sees the new generation
