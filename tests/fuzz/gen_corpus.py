@@ -328,7 +328,66 @@ def be_negotiate_seeds():
     return seeds
 
 
-TARGETS = {"be_negotiate": be_negotiate_seeds, "xenstored": xenstored_seeds, "be_request": be_request_seeds, "fe_response": fe_response_seeds}
+# ---- journal ------------------------------------------------------------
+# struct fz_hdr of fuzz_journal.c, then the file from req_cons on: req_cons,
+# rsp_prod, then nr_ents entries of 144 bytes (state, idx, rsp_idx, pad,
+# then backend/ring.h struct ring_req: 128 bytes).
+JE_FREE, JE_INFLIGHT, JE_ANSWERING = 0, 1, 2
+
+
+def jrn_entry(state, idx, rsp_idx=0, op=READ, nsegs=1, rid=1, sector=0):
+    copied = min(nsegs, 11) if op in (READ, WRITE, BARRIER, FLUSH) else 0
+    if op == INDIRECT:
+        copied = min((nsegs + 511) // 512, 8)
+    req = struct.pack("<BBBxHHQQQI", op, READ if op == INDIRECT else 0, 0, nsegs, 0,
+                      rid, sector, 0, copied)
+    req += seg(8) * min(copied, 11)
+    req = req.ljust(128, b"\0")
+    return struct.pack("<IIII", state, idx, rsp_idx, 0) + req
+
+
+def jrn_input(rsp_prod, req_cons, hdr_rsp, entries, order=0, raw=None, stale=False,
+              short=False, long=False):
+    cfg = order | (8 if raw is not None else 0) | (16 if stale else 0) | \
+        (32 if short else 0) | (64 if long else 0)
+    body = struct.pack("<II", req_cons, hdr_rsp)
+    ents = {slot: e for slot, e in entries}
+    last = max(ents) + 1 if ents else 0
+    for i in range(last):
+        body += ents.get(i, b"\0" * 144)
+    return struct.pack("<BI", cfg, rsp_prod) + (raw or b"\0" * 24) + body
+
+
+def journal_seeds():
+    r = 1000
+    w = 0xfffffff0          # index wrap
+    return [
+        ("empty", jrn_input(r, r, r, [])),
+        ("empty-order5", jrn_input(r, r, r, [], order=5)),
+        ("inflight1", jrn_input(r, r + 1, r, [(0, jrn_entry(JE_INFLIGHT, r))])),
+        ("inflight3", jrn_input(r, r + 3, r, [(2, jrn_entry(JE_INFLIGHT, r + 1, op=WRITE)),
+                                              (5, jrn_entry(JE_INFLIGHT, r)),
+                                              (7, jrn_entry(JE_INFLIGHT, r + 2, op=FLUSH, nsegs=0))])),
+        ("cons-not-moved", jrn_input(r, r, r, [(0, jrn_entry(JE_INFLIGHT, r))])),
+        ("answering-published", jrn_input(r + 1, r + 1, r, [(0, jrn_entry(JE_ANSWERING, r, rsp_idx=r))])),
+        ("answering-unpublished", jrn_input(r, r + 1, r, [(0, jrn_entry(JE_ANSWERING, r, rsp_idx=r))])),
+        ("indirect", jrn_input(r, r + 1, r, [(1, jrn_entry(JE_INFLIGHT, r, op=INDIRECT, nsegs=600))])),
+        ("discard", jrn_input(r, r + 1, r, [(0, jrn_entry(JE_INFLIGHT, r, op=DISCARD, nsegs=0))])),
+        ("wrap", jrn_input(w, w + 2, w, [(0, jrn_entry(JE_INFLIGHT, w + 1)),
+                                         (1, jrn_entry(JE_INFLIGHT, w))])),
+        ("bad-copied", jrn_input(r, r + 1, r, [(0, jrn_entry(JE_INFLIGHT, r)[:48] + b"\x05" +
+                                                 jrn_entry(JE_INFLIGHT, r)[49:])])),
+        ("duplicate", jrn_input(r, r + 2, r, [(0, jrn_entry(JE_INFLIGHT, r)),
+                                              (1, jrn_entry(JE_INFLIGHT, r))])),
+        ("stale", jrn_input(r, r, r, [], stale=True)),
+        ("short", jrn_input(r, r, r, [], short=True)),
+        ("long", jrn_input(r, r, r, [], long=True)),
+        ("bad-magic", jrn_input(r, r, r, [], raw=b"\1" * 24)),
+    ]
+
+
+TARGETS = {"be_negotiate": be_negotiate_seeds, "xenstored": xenstored_seeds, "be_request": be_request_seeds,
+           "fe_response": fe_response_seeds, "journal": journal_seeds}
 
 if __name__ == "__main__":
     for t in sys.argv[1:] or sorted(TARGETS):
