@@ -386,7 +386,37 @@ def journal_seeds():
     ]
 
 
-TARGETS = {"be_negotiate": be_negotiate_seeds, "xenstored": xenstored_seeds, "be_request": be_request_seeds,
+# ---- disk_spec ----------------------------------------------------------
+# The specs of one disk, NUL-separated: the examples of
+# xl-disk-configuration(5) that tests/unit/test_diskspec.c checks, the
+# forms xbd adds (NBD/RBD URIs, qcow2), and what xbd refuses.
+
+def disk_spec_seeds():
+    groups = [
+        ["/dev/vg/guest-volume,,hda"], ["/dev/vg/guest-volume,raw,hda,rw"],
+        ["format=raw, vdev=hda, access=rw, target=/dev/vg/guest-volume"],
+        ["raw:/dev/vg/guest-volume,hda,w"], ["/root/image.iso,,hdc,cdrom"],
+        ["/root/image.iso,raw,hdc,devtype=cdrom"], ["raw:/root/image.iso,hdc:cdrom,ro"],
+        ["vg/guest-volume,,xvdb"], ["phy:/dev/sdz,xvdb,w"], ["tap:aio:/img,xvdc,r"],
+        ["file:/img,xvdq,w"], ["vdev=xvdb, target=/srv/a,b c"],
+        ["/img,raw,xvdb,rw,no-discard,direct-io-safe,backendtype=phy"],
+        ["backend=driverdom,/img,,d1p2"], ["discard,/img,,xvdb,r"],
+        ["script=block,/img,,xvdb"], ["vdev=xvde", "access=ro", "target=/img"],
+        ["/img", "raw", "xvdb", "w"], ["format=qcow2,vdev=xvdb,target=/srv/a.qcow2"],
+        ["vdev=xvdb,target=nbd://localhost:10809/export"],
+        ["vdev=xvdb,target=nbd+unix:///e?socket=/run/s"], ["vdev=xvdb,target=rbd:pool/img"],
+        ["format=qcow2,vdev=xvdb,target=nbd://h/e"], ["format=vhd,vdev=xvdb,target=/img"],
+        ["backendtype=qdisk,vdev=xvdb,target=/img"], ["specification=virtio,vdev=xvdb,target=/img"],
+        ["colo,colo-host=h,colo-port=1,colo-export=e,active-disk=a,hidden-disk=b,vdev=xvdb,target=/img"],
+        ["script=/bin/sh,vdev=xvdb,target=/img"], ["vdev=xvdzzzzzz,target=/img"],
+        ["vdev=sda17,target=/img"], [",,hdc,cdrom"], ["vdev=xvdb"], ["target=/img"],
+        ["vdev=xvdb,trusted,target=/img"], ["vdev=xvdb,untrusted,removable,target=/img"],
+        ["vdev=xvdb,target=\"/a b\""], ["vdev=xvdb,target=" + "a" * 5000],
+    ]
+    return [(f"{i:02d}", b"\0".join(x.encode() for x in g)) for i, g in enumerate(groups)]
+
+
+TARGETS = {"disk_spec": disk_spec_seeds, "be_negotiate": be_negotiate_seeds, "xenstored": xenstored_seeds, "be_request": be_request_seeds,
            "fe_response": fe_response_seeds, "journal": journal_seeds}
 
 if __name__ == "__main__":
