@@ -11,8 +11,9 @@
  * One input: up to 8 strings separated by NUL bytes, passed as the specs
  * of one disk (as xl passes the arguments after the domain).
  *
- * Checked: the result is 0 or -EINVAL; on -EINVAL a one-line message of
- * non-zero length; on 0 every string field NUL-terminated in its buffer,
+ * Checked: the process survives (libxlutil's scanner calls exit() on
+ * some control characters); the result is 0 or -EINVAL; on -EINVAL a
+ * non-empty message of printable ASCII only; on 0 every string field NUL-terminated in its buffer,
  * the target absolute or an NBD/RBD URI, qcow2 never with a URI, the
  * vdev parses again to the same devid, the script the block script.
  * libxlutil is not instrumented (a Debian library): only xbd's own code
@@ -35,6 +36,15 @@
 static bool terminated(const char *s, size_t n)
 {
 	return memchr(s, 0, n) != NULL;
+}
+
+/* One line of printable ASCII (diskspec.h). */
+static bool printable(const char *s)
+{
+	for (; *s; s++)
+		if (*s < 0x20 || *s > 0x7e)
+			return false;
+	return true;
 }
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
@@ -68,7 +78,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 			rc, err, d.target, d.vdev, d.devid, d.backend, d.readwrite);
 	if (rc) {
 		CHECK(rc == -EINVAL);
-		CHECK(err[0] && terminated(err, sizeof(err)) && !strchr(err, '\n'));
+		CHECK(err[0] && terminated(err, sizeof(err)) && printable(err));
 		return 0;
 	}
 	CHECK(terminated(d.target, sizeof(d.target)) && terminated(d.vdev, sizeof(d.vdev)) &&

@@ -416,7 +416,67 @@ def disk_spec_seeds():
     return [(f"{i:02d}", b"\0".join(x.encode() for x in g)) for i, g in enumerate(groups)]
 
 
-TARGETS = {"disk_spec": disk_spec_seeds, "be_negotiate": be_negotiate_seeds, "xenstored": xenstored_seeds, "be_request": be_request_seeds,
+# ---- local_platform -----------------------------------------------------
+# struct fz_op of fuzz_local_platform.c: op, a, b (u16), val (u64).
+(LP_GNT_WRITE, LP_GNT_VALID, LP_ACTIVE, LP_MAP, LP_UNMAP, LP_COPY, LP_EV_BIND,
+ LP_EV_FLAGS, LP_EV_OFFER, LP_BIND, LP_EV_OP, LP_UNBIND) = range(12)
+
+
+def lp(op, a=0, b=0, val=0):
+    return struct.pack("<BBHQ", op, a, b, val)
+
+
+def lp_grant(ref, frame, ro=False):
+    return lp(LP_GNT_VALID, 1 if ro else 0, ref, frame)
+
+
+def lp_map(refs, rw=False, raw_ref=None):
+    a = (len(refs) - 1) | (4 if rw else 0) | (0x80 if raw_ref is not None else 0)
+    val = int.from_bytes(bytes(refs).ljust(8, b"\0"), "little")
+    return lp(LP_MAP, a, raw_ref or 0, val)
+
+
+def lp_copy(ref, off, length, to_grant=False, both=False):
+    a = 3 if both else (2 if to_grant else 1)
+    return lp(LP_COPY, a, ref, off | length << 16)
+
+
+def local_platform_seeds():
+    return [
+        ("map-ro", lp_grant(8, 3) + lp_map([8]) + lp(LP_UNMAP)),
+        ("map-rw", lp_grant(8, 3) + lp_map([8], rw=True) + lp(LP_UNMAP)),
+        ("map-run", lp_grant(8, 3) + lp_grant(9, 4) + lp_grant(10, 5) +
+         lp_map([8, 9, 10], rw=True)),
+        ("map-scattered", lp_grant(8, 7) + lp_grant(9, 2) + lp_grant(10, 11) +
+         lp_grant(11, 12) + lp_map([8, 9, 10, 11])),
+        ("map-twice", lp_grant(8, 3) + lp_map([8]) + lp_map([8], rw=True) +
+         lp(LP_UNMAP) + lp(LP_UNMAP)),
+        ("map-ro-as-rw", lp_grant(8, 3, ro=True) + lp_map([8], rw=True)),
+        ("map-bad-frame", lp_grant(8, 17) + lp_map([8])),
+        ("map-bad-ref", lp_map([0], raw_ref=40000)),
+        ("map-other-dom", lp(LP_GNT_VALID, 2 | (5 << 2), 8, 3) + lp_map([8])),
+        ("map-junk", lp(LP_GNT_WRITE, 0, 8, 0xffffffffffffffff) + lp_map([8])),
+        ("map-scribbled-pins", lp_grant(8, 3) + lp(LP_ACTIVE, 0, 8, 0xffffffff) +
+         lp_map([8], rw=True) + lp(LP_UNMAP)),
+        ("regrant-mapped", lp_grant(8, 3) + lp_map([8]) + lp_grant(8, 9) + lp(LP_UNMAP)),
+        ("copy-from", lp_grant(8, 3) + lp_copy(8, 100, 200)),
+        ("copy-to", lp_grant(9, 3) + lp_copy(8, 0, 4096, to_grant=True)),
+        ("copy-both", lp_grant(8, 3) + lp_grant(9, 4) + lp_copy(8, 0, 512, both=True)),
+        ("copy-over-end", lp_grant(8, 3) + lp_copy(8, 4000, 200)),
+        ("evtchn", lp(LP_EV_OFFER, 0, 3) + lp(LP_BIND, 0, 3) + lp(LP_EV_OP, 0) +
+         lp(LP_EV_OP, 2) + lp(LP_EV_OP, 1) + lp(LP_EV_OP, 0) + lp(LP_UNBIND)),
+        ("evtchn-no-offer", lp(LP_BIND, 0, 3)),
+        ("evtchn-peer-closes", lp(LP_EV_OFFER, 0, 5) + lp(LP_BIND, 0, 5) +
+         lp(LP_EV_BIND, 0, 5, 0) + lp(LP_EV_OP, 0) + lp(LP_UNBIND)),
+        ("evtchn-flags", lp(LP_EV_OFFER, 0, 7) + lp(LP_BIND, 0, 7) +
+         lp(LP_EV_FLAGS, 0, 7, 1 << 32 | 2) + lp(LP_EV_OP, 0) + lp(LP_EV_OP, 2)),
+        ("evtchn-owner-junk", lp(LP_EV_OFFER, 0, 9) + lp(LP_BIND, 0, 9) +
+         lp(LP_EV_FLAGS, 0, 9, 1025 << 32) + lp(LP_EV_OP, 0)),
+        ("evtchn-other-dom", lp(LP_EV_BIND, 0, 3, 2 | 4 << 8) + lp(LP_BIND, 0, 3)),
+    ]
+
+
+TARGETS = {"local_platform": local_platform_seeds, "disk_spec": disk_spec_seeds, "be_negotiate": be_negotiate_seeds, "xenstored": xenstored_seeds, "be_request": be_request_seeds,
            "fe_response": fe_response_seeds, "journal": journal_seeds}
 
 if __name__ == "__main__":
