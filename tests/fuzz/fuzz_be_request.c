@@ -498,6 +498,7 @@ int __wrap_munmap(void *addr, size_t len)
  * backend) ends in ioctl(BLKDISCARD / BLKSECDISCARD): wrapped, with the
  * same range checks, and nothing else may reach an ioctl. */
 int __real_ioctl(int fd, unsigned long req, ...);
+static unsigned int blk_discards;     /* ioctls checked, this burst */
 
 int __wrap_ioctl(int fd, unsigned long req, ...)
 {
@@ -510,6 +511,7 @@ int __wrap_ioctl(int fd, unsigned long req, ...)
 	CHECK(fd == disk_fd && disk_blkdev && lim.discard && !lim.read_only);
 	CHECK(req == BLKDISCARD || (req == BLKSECDISCARD && lim.discard_secure));
 	check_extent(range[0], range[1]);
+	blk_discards++;
 	return 0;
 }
 
@@ -590,6 +592,7 @@ static void check_responses(const uint8_t *ring_in, const struct be_ring *r,
 	size_t rsz = r->abi == RING_ABI_X86_32 ? 108 : 112;   /* entry stride */
 	static uint64_t want[1024], got[1024];
 	static int verbose = -1;
+	unsigned int discards_ok = 0;
 
 	if (verbose < 0)
 		verbose = getenv("FUZZ_VERBOSE") != NULL;
@@ -605,11 +608,21 @@ static void check_responses(const uint8_t *ring_in, const struct be_ring *r,
 		CHECK(status == BLKIF_RSP_OKAY || status == BLKIF_RSP_ERROR ||
 		      status == BLKIF_RSP_EOPNOTSUPP);
 		CHECK(rsp[9] == 0);
+		discards_ok += rsp[8] == BLKIF_OP_DISCARD && status == BLKIF_RSP_OKAY;
 		want[i] = slot_id(ring_in, r->abi, r->nr_ents, start + i);
 		if (verbose)
 			fprintf(stderr, "response id %llu op %u status %d\n",
 				(unsigned long long)got[i], rsp[8], status);
 	}
+	/* On a block device a discard reaches the disk only through the
+	 * checked ioctl (raw.c storage_discard), one per discard answered
+	 * OKAY (an empty one is answered OKAY without it); on a file it is
+	 * a checked FALLOCATE SQE. */
+	if (disk_blkdev)
+		CHECK(blk_discards <= discards_ok);
+	else
+		CHECK(blk_discards == 0);
+	blk_discards = 0;
 	qsort(want, n, sizeof(want[0]), cmp_u64);
 	qsort(got, n, sizeof(got[0]), cmp_u64);
 	CHECK(!memcmp(want, got, n * sizeof(got[0])));
