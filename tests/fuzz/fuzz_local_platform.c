@@ -34,7 +34,6 @@
  */
 #include <errno.h>
 #include <fcntl.h>
-#include <ftw.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -92,17 +91,9 @@ static void *map_guest(const char *file, size_t len)
 	return m;
 }
 
-static int rm_entry(const char *path, const struct stat *st, int flag, struct FTW *f)
-{
-	(void)st;
-	(void)flag;
-	(void)f;
-	return remove(path);
-}
-
 static void cleanup(void)
 {
-	nftw(rundir, rm_entry, 16, FTW_DEPTH | FTW_PHYS);
+	fuzz_rm_tree(rundir);
 }
 
 static void init_once(void)
