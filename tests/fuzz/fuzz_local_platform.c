@@ -82,7 +82,7 @@ static void *map_guest(const char *file, size_t len)
 	void *m;
 	int fd;
 
-	snprintf(path, sizeof(path), "%s/dom%u/%s", rundir, FZ_GUEST, file);
+	snprintf(path, sizeof(path), "%s/dom%u/%s", rundir, (unsigned int)FZ_GUEST, file);
 	fd = open(path, O_RDWR | O_CLOEXEC);
 	CHECK(fd >= 0);
 	m = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
@@ -360,7 +360,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		one_op(&o);
 		if (getenv("FUZZ_VERBOSE"))
 			fprintf(stderr, "op %u a %#x b %u val %#llx: maps %u ports %u\n",
-				o.op % NOPS, o.a, o.b, (unsigned long long)o.val, nmaps, nown);
+				(unsigned int)(o.op % NOPS), o.a, o.b, (unsigned long long)o.val, nmaps, nown);
 	}
 	end_input();
 	return 0;
