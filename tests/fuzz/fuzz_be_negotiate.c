@@ -369,24 +369,36 @@ static struct xbd_platform fz_plat = { .ops = &fz_ops };
 
 /* ---- one input ------------------------------------------------------------ */
 
-static char disk_path[64];
+static char run_dir[64], disk_path[96];
 
-static void unlink_disk(void)
+static void cleanup(void)
 {
-	unlink(disk_path);
+	fuzz_rm_tree(run_dir);
 }
 
+/*
+ * The fake platform's run directory is a private one (tmpfs when there is
+ * one): the backend keeps each queue's restart journal in
+ * $rundir/journal/, and with no run directory set it wrote them to
+ * /journal at the root of the file system.  The disk is a 1 MiB file in
+ * it.
+ */
 static void init_once(void)
 {
 	int fd;
 
-	if (disk_path[0])
+	if (run_dir[0])
 		return;
-	snprintf(disk_path, sizeof(disk_path), "/tmp/fuzz-negotiate.XXXXXX");
-	fd = mkstemp(disk_path);
+	snprintf(run_dir, sizeof(run_dir), "%s/fuzz-negotiate.XXXXXX",
+		 access("/dev/shm", W_OK) ? "/tmp" : "/dev/shm");
+	CHECK(mkdtemp(run_dir));
+	atexit(cleanup);
+	CHECK(strlen(run_dir) < sizeof(fz_plat.rundir));
+	strcpy(fz_plat.rundir, run_dir);
+	snprintf(disk_path, sizeof(disk_path), "%s/disk", run_dir);
+	fd = open(disk_path, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
 	CHECK(fd >= 0 && ftruncate(fd, 1 << 20) == 0);
 	close(fd);
-	atexit(unlink_disk);
 	/* Below ERR: be_fatal's messages would drown libFuzzer's output. */
 	xbd_log_init("fuzz_be_negotiate", (enum xbd_log_level)0, false);
 }
