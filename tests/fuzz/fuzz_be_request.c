@@ -879,8 +879,8 @@ size_t LLVMFuzzerCustomMutator(uint8_t *data, size_t size, size_t max_size,
 
 		if (mut_rand(&seed) & 1)
 			sec = ~0ull - (mut_rand(&seed) % 16);
-		memcpy(q + (q[0] == BLKIF_OP_INDIRECT ? (ssz == 108 ? 12 : 16) :
-			    (ssz == 108 ? 12 : 16)), &sec, 8);
+		/* the same place in a direct and an indirect request */
+		memcpy(q + (ssz == 108 ? 12 : 16), &sec, 8);
 		break;
 	}
 	case 4: {               /* an indirect page */
