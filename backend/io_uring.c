@@ -477,11 +477,23 @@ int be_io_replay(struct be_io *io, struct be_replay *plan)
 }
 
 /* Take what the ring holds, unless a barrier holds us back.  0 or -EIO. */
+/* Online resize: the control thread grew the store (storage_grow);
+ * requests from this batch on may reach the new end, as Linux blkback
+ * looks at the size once per batch.  The end never moves back. */
+static void follow_size(struct be_io *io)
+{
+	uint64_t sectors = storage_size(io->cfg.storage) >> 9;
+
+	if (sectors > io->cfg.limits.sectors)
+		io->cfg.limits.sectors = sectors;
+}
+
 static int consume(struct be_io *io)
 {
 	struct be_ring *r = io->cfg.ring;
 	struct ring_req in;
 
+	follow_size(io);
 	replay(io);
 	if (io->replay.e)
 		return 0;            /* a barrier among them: the rest wait */

@@ -854,6 +854,49 @@ void be_dev_storage_event(struct backend_dev *d)
 		be_fatal(d, rc, "%s", storage_error());
 }
 
+/* ---- online resize ---------------------------------------------------- */
+
+static int write_resize(struct xs_handle *xs, xs_transaction_t t, void *arg)
+{
+	const struct backend_dev *d = arg;
+	int rc;
+
+	rc = xbd_xs_printf(xs, t, d->be_path, "sectors", "%llu",
+			   (unsigned long long)(d->st.size >> 9));
+	/* the same state again: the frontend's cue to read sectors */
+	return rc ? rc : xbd_xs_printf(xs, t, d->be_path, "state", "%u",
+				       (unsigned int)XenbusStateConnected);
+}
+
+void be_dev_check_size(struct backend_dev *d)
+{
+	uint64_t bytes, old = d->st.size;
+	int rc;
+
+	if (d->state != XenbusStateConnected || d->fatal || d->reap ||
+	    !storage_is_open(&d->st) || storage_probe_size(&d->st, &bytes))
+		return;
+	if (bytes < old) {
+		if (bytes != d->refused_size)
+			log_warn("%s: %s shrank from %" PRIu64 " to %" PRIu64 " bytes: "
+				 "refused, the disk keeps its size (a disk in use "
+				 "cannot shrink)", d->be_path, d->st.target, old, bytes);
+		d->refused_size = bytes;
+		return;
+	}
+	if (bytes == old && !d->size_unannounced)
+		return;
+	if (bytes > old && storage_grow(&d->st, bytes))
+		return;
+	rc = xbd_xs_transaction(d->ctx->xs, write_resize, d);
+	d->size_unannounced = rc != 0;
+	if (rc)
+		log_warn("%s: announcing the new size: %s", d->be_path, strerror(-rc));
+	else
+		log_info("%s: resized from %" PRIu64 " to %" PRIu64 " bytes",
+			 d->be_path, old, bytes);
+}
+
 void be_dev_queue_done(struct backend_dev *d, unsigned int q)
 {
 	const struct be_queue *bq;
