@@ -363,11 +363,16 @@ static void recover(struct fe_xb *xb)
  * not signalled: signal every queue once. */
 static void resize(struct fe_xb *xb)
 {
+	struct xbdfront_info before, after;
 	uint64_t sectors;
 
 	if (xbd_xs_read_u64(xb->xs, XBT_NULL, xb->be, "sectors", 0, UINT64_MAX / 512, &sectors))
 		return;
+	xbdfront_get_info(xb->dev, &before);
 	fe_dev_set_sectors(xb->dev, sectors);    /* and signals every queue */
+	xbdfront_get_info(xb->dev, &after);
+	if (after.sectors != before.sectors && xb->opts.resized)
+		xb->opts.resized(xb->opts.resized_arg, after.sectors);
 }
 
 void fe_xb_on_peer_state(struct fe_xb *xb, enum xenbus_state state)

@@ -73,7 +73,7 @@ static const char *const limit_nodes[XBD_NR_LIMITS] = {
 };
 #define XBD_LIMIT_MAX (UINT64_C(1) << 48)   /* as the backend takes */
 
-static int parse_limit_value(const char *s, uint64_t *out)
+int xbd_parse_size(const char *s, uint64_t max, uint64_t *out)
 {
 	uint64_t v, mul = 1;
 	char *end;
@@ -93,7 +93,7 @@ static int parse_limit_value(const char *s, uint64_t *out)
 	} else if (*end) {
 		return -EINVAL;
 	}
-	if (v > XBD_LIMIT_MAX / mul)
+	if (v > max / mul)
 		return -EINVAL;
 	*out = v * mul;
 	return 0;
@@ -122,7 +122,7 @@ int xbd_vbd_parse_limits(const char *arg, struct xbd_vbd_attach *a, char *err,
 				 "_burst", item);
 			return -EINVAL;
 		}
-		if (parse_limit_value(eq + 1, &a->limit[i])) {
+		if (xbd_parse_size(eq + 1, XBD_LIMIT_MAX, &a->limit[i])) {
 			snprintf(err, errlen, "--limit: %s=%s: not a number up to 2^48 "
 				 "(K, M, G: x1024)", item, eq + 1);
 			return -EINVAL;
