@@ -99,6 +99,11 @@ static void disk_resized(void *arg, uint64_t sectors)
 	struct disk *d = arg;
 	void (*fn)(void *, const char *, uint64_t);
 
+	if (sectors > (uint64_t)INT64_MAX / 512) {      /* no file can be that big */
+		log_warn("%s: the backend announced %" PRIu64 " sectors: ignored", d->name,
+			 sectors);
+		return;
+	}
 	if (!disk_grow(d, sectors * 512)) {
 		log_warn("%s: the backend announced %" PRIu64 " bytes, below the disk's "
 			 "%" PRIu64 ": the file keeps its size", d->name, sectors * 512,

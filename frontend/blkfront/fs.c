@@ -871,6 +871,12 @@ struct grow_job {
 	uint64_t bytes;
 };
 
+/* Jobs running (atomic): a backend announcing size after size (hostile,
+ * or a store growing in many small steps) gets at most this many
+ * threads; the next announce after they finished shows the latest. */
+#define FS_MAX_GROW_JOBS 8
+static unsigned int fs_grow_jobs;
+
 static void *grow_main(void *arg)
 {
 	struct grow_job *j = arg;
@@ -879,16 +885,21 @@ static void *grow_main(void *arg)
 		log_warn("%s: showing the new size %" PRIu64 ": %s", j->name, j->bytes,
 			 strerror(errno));
 	free(j);
+	__atomic_sub_fetch(&fs_grow_jobs, 1, __ATOMIC_RELEASE);
 	return NULL;
 }
 
 static void grow_file(void *dir, const char *name, uint64_t bytes)
 {
-	struct grow_job *j = calloc(1, sizeof(*j));
+	struct grow_job *j = NULL;
 	pthread_attr_t attr;
 	pthread_t th;
-	int rc = ENOMEM;
+	int rc = EAGAIN;
 
+	if (__atomic_add_fetch(&fs_grow_jobs, 1, __ATOMIC_ACQUIRE) <= FS_MAX_GROW_JOBS) {
+		j = calloc(1, sizeof(*j));
+		rc = ENOMEM;
+	}
 	if (j) {
 		snprintf(j->path, sizeof(j->path), "%s/%s", (const char *)dir, name);
 		snprintf(j->name, sizeof(j->name), "%s", name);
@@ -900,9 +911,11 @@ static void grow_file(void *dir, const char *name, uint64_t bytes)
 		if (rc)
 			free(j);
 	}
-	if (rc)
+	if (rc) {
+		__atomic_sub_fetch(&fs_grow_jobs, 1, __ATOMIC_RELEASE);
 		log_warn("%s: the file keeps its old size until re-attached: %s", name,
 			 strerror(rc));
+	}
 }
 
 /* Write back and flush every disk's file under dir (see above). */
