@@ -529,6 +529,25 @@ static int open_storage(struct backend_dev *d, const char *params)
 	return 0;
 }
 
+/* Adopted: the frontend knows the `sectors` the backend we replace
+ * wrote.  A store that grew while no backend ran is announced at the
+ * next size check (be_dev_check_size); one that shrank cannot be
+ * undone: the requests past its end fail as the store answers them. */
+static void adopted_size(struct backend_dev *d)
+{
+	uint64_t sectors;
+
+	if (xbd_xs_read_u64(d->ctx->xs, XBT_NULL, d->be_path, "sectors", 0, UINT64_MAX,
+			    &sectors))
+		return;
+	if (sectors < d->st.size >> 9)
+		d->size_unannounced = true;
+	else if (sectors > d->st.size >> 9)
+		log_warn("%s: %s shrank to %" PRIu64 " bytes while no backend ran; the "
+			 "frontend still has %" PRIu64 " sectors", d->be_path, d->st.target,
+			 d->st.size, sectors);
+}
+
 int be_dev_probe(const struct be_ctx *ctx, const char *be_path, struct backend_dev **out)
 {
 	struct backend_dev *d = calloc(1, sizeof(*d));
@@ -569,10 +588,12 @@ int be_dev_probe(const struct be_ctx *ctx, const char *be_path, struct backend_d
 	next = restart_state(d, be);
 	if (d->fatal)
 		return -EIO;
-	if (next == XenbusStateConnected)
+	if (next == XenbusStateConnected) {
 		d->state = next;      /* already written by the backend we replace */
-	else
+		adopted_size(d);
+	} else {
 		set_state(d, next);
+	}
 	return 0;
 }
 

@@ -6,6 +6,7 @@ xbd-blkfront's disk file grows, under running fio verify.
 `xbd block-resize` grows a file-backed disk itself; shrinking is refused
 at both ends.  Every wait is bounded."""
 import os
+import signal
 import subprocess
 import time
 
@@ -149,3 +150,34 @@ def test_backend_refuses_a_store_that_shrank(guest):
     os.truncate(img, 48 * MiB)
     wait_until(lambda: size_of(dev) == 48 * MiB, timeout=GROW_BOUND_S,
                what="the disk file grown to 48 MiB")
+
+
+def test_store_grown_while_the_backend_was_down(guest):
+    """SIGKILL of the backend, the file grows, a new backend adopts the
+    rings: it announces the size the old one never saw, and the disk file
+    grows; the new end works."""
+    img = guest.disk(size=16 * MiB)
+    dev = guest.attach(img)
+    guest.start_blkfront(wait_for=dev)
+    with open(dev, "r+b") as f:
+        f.write(b"\x5a" * 4096)
+        os.fsync(f.fileno())
+    guest.backend.stop(signal.SIGKILL)
+    os.truncate(img, 40 * MiB)
+    guest.start_backend("blkback-2")
+    wait_until(lambda: size_of(dev) == 40 * MiB, timeout=GROW_BOUND_S + 10,
+               what="the disk file grown to 40 MiB after the restart")
+    fd = os.open(dev, os.O_RDWR | os.O_DIRECT)
+    try:
+        import mmap
+        buf = mmap.mmap(-1, 4096)
+        buf.write(b"\xc3" * 4096)
+        assert os.pwritev(fd, [buf], 40 * MiB - 4096) == 4096
+        back = mmap.mmap(-1, 4096)
+        assert os.preadv(fd, [back], 0) == 4096
+        assert bytes(back) == b"\x5a" * 4096
+    finally:
+        os.close(fd)
+    with open(img, "rb") as f:
+        f.seek(40 * MiB - 4096)
+        assert f.read(4096) == b"\xc3" * 4096
