@@ -8,6 +8,7 @@ at both ends.  Every wait is bounded."""
 import os
 import signal
 import subprocess
+import threading
 import time
 
 from conftest import binary, sanitizer_env
@@ -181,3 +182,31 @@ def test_store_grown_while_the_backend_was_down(guest):
     with open(img, "rb") as f:
         f.seek(40 * MiB - 4096)
         assert f.read(4096) == b"\xc3" * 4096
+
+
+def test_grow_under_fio_verify_through_the_fio_engine(guest):
+    """The same grow under the fio engine's verify (libxbdfront, no FUSE):
+    the backend announces the new `sectors` while fio runs, and fio's
+    verify passes."""
+    from test_fio_engine import xfio
+    img = guest.disk(size=32 * MiB)
+    guest.attach(img)
+    be = f"/local/domain/0/backend/vbd/{guest.domid}/51728"
+    xs = guest.xd.conn()
+    result = {}
+    fio = threading.Thread(target=lambda: result.update(r=xfio(
+        guest, "--rw=randwrite", "--bs=4k", "--iodepth=32", "--size=24M",
+        "--loops=4", "--verify=crc32c", "--do_verify=1", "--verify_fatal=1")))
+    fio.start()
+    try:
+        wait_until(lambda: guest.xbd("block-list", "g1").count(" 4 ") >= 1,
+                   timeout=30, what="fio's disk connected")
+        os.truncate(img, 64 * MiB)
+        wait_until(lambda: xs.read(f"{be}/sectors") == str(64 * MiB // 512).encode(),
+                   timeout=GROW_BOUND_S, what="the backend's new sectors")
+        announced_under_fio = fio.is_alive()
+    finally:
+        fio.join(timeout=180)
+        xs.close()
+    fio_ok(result["r"])
+    assert announced_under_fio, "fio ended before the resize: grow it sooner"
