@@ -305,7 +305,6 @@ static int read_props(struct fe_xb *xb, struct fe_limits *lim, unsigned int *pss
 	return 0;
 }
 
-/* The backend is Connected: read the disk, start the queues, Connected. */
 /* The application's resize hook, when the capacity is no longer
  * before (an online resize, or a restarted backend whose store grew). */
 static void tell_resized(struct fe_xb *xb, uint64_t before)
@@ -317,14 +316,16 @@ static void tell_resized(struct fe_xb *xb, uint64_t before)
 		xb->opts.resized(xb->opts.resized_arg, now.sectors);
 }
 
+/* The backend is Connected: read the disk, start the queues, Connected. */
 static int finish(struct fe_xb *xb)
 {
-	struct xbdfront_info before;
+	struct xbdfront_info before = { 0 };
 	struct fe_limits lim;
 	unsigned int pss = 0;
 	int rc;
 
-	xbdfront_get_info(xb->dev, &before);
+	if (xb->reconnects)          /* fresh rings after a restart: compare */
+		xbdfront_get_info(xb->dev, &before);
 	rc = read_props(xb, &lim, &pss);
 	if (rc)
 		return rc;
