@@ -673,7 +673,7 @@ static void queue_cfg(struct backend_dev *d, unsigned int i, struct be_queue_cfg
 		.plat = d->ctx->plat, .self = d->ctx->self, .frontend = d->fe_domid,
 		.index = i, .ring_order = d->order, .abi = d->abi,
 		.persistent = d->persistent, .storage = &d->st, .budget = &d->mem,
-		.limit = &d->limit,
+		.limit = &d->limit, .measured_size = i == 0 ? &d->measured_size : NULL,
 		.limits = {
 			.sectors = d->st.size >> 9, .sector_size = d->st.logical_block,
 			.read_only = d->read_only, .flush = true, .barrier = true,
@@ -895,8 +895,11 @@ void be_dev_check_size(struct backend_dev *d)
 	int rc;
 
 	if (d->state != XenbusStateConnected || d->fatal || d->reap ||
-	    !storage_is_open(&d->st) || storage_probe_size(&d->st, &bytes))
+	    !storage_is_open(&d->st) || !d->nr_queues)
 		return;
+	bytes = __atomic_load_n(&d->measured_size, __ATOMIC_ACQUIRE);
+	if (!bytes)
+		return;                       /* queue 0 has not looked yet */
 	if (bytes < old) {
 		if (bytes != d->refused_size)
 			log_warn("%s: %s shrank from %" PRIu64 " to %" PRIu64 " bytes: "

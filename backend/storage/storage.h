@@ -144,9 +144,10 @@ struct storage_driver {
 	 * (storage_error() says why; the queues fail what they hold). */
 	int (*watch_fd)(const struct storage *s);
 	int (*watch)(struct storage *s);
-	/* Optional, control thread: the store's size now, in bytes (raw:
-	 * fstat or BLKGETSIZE64; rbd: rbd_get_size).  Without it the size
-	 * is the one found at open (nbd: the protocol sends it once). */
+	/* Optional, queue 0's thread (it may wait on a slow store, which
+	 * must stall only its own vbd): the store's size now, in bytes
+	 * (raw: fstat or BLKGETSIZE64; rbd: rbd_get_size).  Without it the
+	 * size is the one found at open (nbd: the protocol sends it once). */
 	int (*get_size)(const struct storage *s, uint64_t *bytes);
 };
 
@@ -200,7 +201,7 @@ int storage_watch_fd(const struct storage *s);
 int storage_watch(struct storage *s);
 
 /*
- * Online resize, control thread: what the store measures now, rounded
+ * Online resize, queue 0's thread: what the store measures now, rounded
  * down to the logical block (*bytes), or -EOPNOTSUPP for a driver that
  * cannot tell (nbd, qcow2).
  */

@@ -224,6 +224,17 @@ static int16_t one_write(struct fx *fx, struct gring *r, uint64_t sector)
 	return st;
 }
 
+/* Wait (3 s at most) until queue 0 has measured bytes (it looks every
+ * size_check_ms), then the control thread's check. */
+static void check_when_measured(struct backend_dev *d, uint64_t bytes)
+{
+	for (int i = 0; i < 300 && __atomic_load_n(&d->measured_size, __ATOMIC_ACQUIRE) != bytes;
+	     i++)
+		usleep(10000);
+	assert_true(__atomic_load_n(&d->measured_size, __ATOMIC_ACQUIRE) == bytes);
+	be_dev_check_size(d);
+}
+
 /* Online resize (be_dev_check_size): a grown file is announced (sectors,
  * state Connected again) and the queue takes the new end; a shrunk one
  * is refused and changes nothing. */
@@ -241,20 +252,20 @@ static void test_online_resize(void **state)
 	assert_int_equal(be_dev_changed(d), 0);
 	assert_int_equal(be_state(fx, BE1), XenbusStateConnected);
 	assert_int_equal(getu(fx, BE1, "sectors"), 8192);
-	be_dev_check_size(d);                              /* unchanged: nothing */
+	check_when_measured(d, 4u << 20);                  /* unchanged: nothing */
 	assert_int_equal(getu(fx, BE1, "sectors"), 8192);
 
 	assert_int_equal(ftruncate(fx->fd, 8u << 20), 0);
 	assert_int_equal(one_write(fx, &fx->gr[0], new_end), BLKIF_RSP_ERROR);  /* not yet */
 	put(fx, BE1, "state", "1");              /* to see that it is written again */
-	be_dev_check_size(d);
+	check_when_measured(d, 8u << 20);
 	assert_int_equal(getu(fx, BE1, "sectors"), 16384);
 	assert_int_equal(be_state(fx, BE1), XenbusStateConnected);
 	assert_int_equal(one_write(fx, &fx->gr[0], new_end), BLKIF_RSP_OKAY);
 	gring_roundtrip(&fx->g, &fx->gr[0], new_end, 1, 2);
 
 	assert_int_equal(ftruncate(fx->fd, 2u << 20), 0);  /* shrunk: refused */
-	be_dev_check_size(d);
+	check_when_measured(d, 2u << 20);
 	be_dev_check_size(d);
 	assert_int_equal(getu(fx, BE1, "sectors"), 16384);
 	assert_true(d->st.size == 8u << 20 && d->refused_size == 2u << 20);
