@@ -10,8 +10,8 @@ import time
 
 import pytest
 
-from conftest import BUILD, binary
 from guest_fixtures import guest, fio_ok, wait_until  # noqa: F401
+from storage_fixtures import ENGINE, fio_under_fault, restart_backend, xfio_env
 from test_fio_engine import xfio
 
 MiB = 1 << 20
@@ -38,15 +38,6 @@ def uri(sock):
 def attach_spec(g, spec, vdev="xvdb", check=True):
     return g.xbd("block-attach", "g1", f"vdev={vdev}, access=rw, {spec}",
                  "--timeout", "20", check=check)
-
-
-def restart_backend(g, *extra):
-    """The guest's backend again, with extra options."""
-    g.backend.stop()
-    g.backend = g.daemons.start(
-        [binary("xbd-blkback"), "-N", "-p", "local", "-R", g.rundir,
-         "--max_queues=2", "--max_ring_page_order=2", "--sysfs=none", *extra],
-        name="blkback-opts", env=g.env)
 
 
 VERIFY = ["--rw=randwrite", "--verify=crc32c", "--do_verify=1", "--verify_fatal=1",
@@ -98,26 +89,15 @@ def test_nbd_server_restarted_under_a_writer(guest):
     sock = os.path.join(guest.rundir, "nbd.sock")
     server = nbdkit(guest, sock, "file", f"file={img}")
     attach_spec(guest, f"target={uri(sock)}")
-    fio = subprocess.Popen(
-        ["fio", "--output-format=terse", "--terse-version=3",
-         "--verify_state_save=0", "--name=x",
-         f"--ioengine=external:{os.path.join(BUILD, 'lib', 'xbd-fio.so')}",
-         "--xbd_domain=g1", "--xbd_vdev=xvdb", f"--xbd_rundir={guest.rundir}",
-         *VERIFY, "--bs=4k", "--iodepth=16", "--size=16M", "--rate_iops=2000"],
-        cwd=guest.rundir, env=xfio_env(guest), stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE, text=True)
-    try:
-        time.sleep(1.5)
-        assert fio.poll() is None, fio.communicate()
+
+    def fault():
         server.kill()
         time.sleep(1.0)
         nbdkit(guest, sock, "file", f"file={img}", name="nbdkit-2")
-        out, err = fio.communicate(timeout=120)
-    finally:
-        if fio.poll() is None:
-            fio.kill()
-            fio.wait()
-    res = fio_ok(subprocess.CompletedProcess(fio.args, fio.returncode, out, err))
+
+    r = fio_under_fault(guest, [*VERIFY, "--bs=4k", "--iodepth=16", "--size=16M",
+                                "--rate_iops=2000"], fault, timeout=120)
+    res = fio_ok(r)
     assert res[0]["write_kb"] == 16384 and res[0]["read_kb"] == 16384, res
     assert "lost its connection" in guest.backend.log_text()
 
@@ -178,11 +158,6 @@ def test_bad_nbd_targets_are_one_line_errors(guest):
             msg, guest.backend.log_text(), guest.xd.tool(
                 "xenstore-ls", "-f", "/local/domain/0/backend").stdout)
         assert "nbd" in msg, msg
-
-
-def xfio_env(g):
-    from test_fio_engine import engine_env
-    return engine_env(g)
 
 
 # ---- qcow2 ---------------------------------------------------------------
@@ -322,7 +297,7 @@ def test_restarted_backend_adopts_a_guest_on_nbd(guest):
     attach_spec(guest, f"target={uri(sock)}")
     fe = f"/local/domain/{guest.domid}/device/vbd/51728/state"
     r = guest.fio_under_backend_restart(
-        ["--name=x", f"--ioengine=external:{os.path.join(BUILD, 'lib', 'xbd-fio.so')}",
+        ["--name=x", f"--ioengine=external:{ENGINE}",
          "--xbd_domain=g1", "--xbd_vdev=xvdb", f"--xbd_rundir={guest.rundir}",
          "--rw=randwrite", "--bs=4k", "--iodepth=16", "--size=12M",
          "--rate_iops=1500", "--verify=md5", "--do_verify=1", "--verify_fatal=1"],
