@@ -60,6 +60,9 @@ struct storage_opts {
 	/* nbd, qcow2: how long a lost store may stall I/O before it fails
 	 * (the storage_outage_ms tunable). */
 	uint64_t outage_ms;
+	/* qcow2: the backend's trusted run directory (XBD_RUNDIR), where its
+	 * daemons' private socket directories go; NULL: /run/xbd. */
+	const char *rundir;
 };
 
 struct storage_driver;
