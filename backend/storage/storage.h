@@ -129,7 +129,10 @@ struct storage_queue;
 
 struct storage_driver {
 	const char *name;
-	/* Fill s's geometry (s->target, s->read_only already set). */
+	/* Fill s's geometry (s->target, s->read_only already set).  It may
+	 * run on a helper thread (storage_set_error is per thread), and the
+	 * caller may move *s afterwards (before any queue opens): nothing in
+	 * priv may point into *s. */
 	int (*open)(struct storage *s, const struct storage_opts *o);
 	void (*close)(struct storage *s);
 	int (*queue_open)(const struct storage *s, unsigned int index, unsigned int depth,
