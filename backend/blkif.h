@@ -85,6 +85,7 @@ struct backend_dev {
 	/* A store being opened on a helper thread (a network store: its
 	 * connect is bounded but slow); the probe ends when it is open. */
 	struct be_open *opening;
+	bool stale;                      /* detached while opening: remove */
 	uint64_t retry_ns;
 	bool dirty;
 };

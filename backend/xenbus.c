@@ -665,8 +665,20 @@ static int probe_finish(struct backend_dev *d, enum xenbus_state be)
 	return 0;
 }
 
-/* The opener's fd fired: finish the probe.  The directory may be gone
- * by now; be_dev_changed (next) sees that. */
+/* Is the directory still the one we probed: there, and naming the same
+ * store?  (A detach, maybe with a new attach of the vdev, during the
+ * open.) */
+static bool still_ours(struct backend_dev *d, const char *params)
+{
+	char now[sizeof(((struct be_open *)0)->params)];
+
+	return xbd_xs_exists(d->ctx->xs, XBT_NULL, d->be_path, "state") == 1 &&
+	       !read_target(d, now, sizeof(now)) && !strcmp(now, params);
+}
+
+/* The opener's fd fired: finish the probe, unless the device was
+ * detached meanwhile: then nothing is written (its nodes are gone, or a
+ * new attach's), and be_dev_changed (next) lets it go. */
 static void opened(struct backend_dev *d)
 {
 	struct be_open *op = d->opening;
@@ -677,6 +689,12 @@ static void opened(struct backend_dev *d)
 	snprintf(params, sizeof(params), "%s", op->params);
 	open_join(d, &rc, why, sizeof(why));
 	free(op);
+	if (!still_ours(d, params)) {
+		log_warn("%s: detached while its store was opening", d->be_path);
+		storage_close(&d->st);
+		d->stale = true;
+		return;
+	}
 	if (!open_done(d, params, rc, why))
 		(void)probe_finish(d, be);
 }
@@ -953,6 +971,8 @@ int be_dev_changed(struct backend_dev *d)
 
 	if (d->reap || d->opening)
 		return 0;      /* be_dev_reaped() calls us again, state as it is then */
+	if (d->stale)
+		return BE_DEV_REMOVE;  /* detached during its open: probe again */
 	if (xbd_xs_exists(xs, XBT_NULL, d->be_path, "state") != 1) {
 		if (!disconnect(d))
 			return 0;

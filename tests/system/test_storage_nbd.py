@@ -461,3 +461,31 @@ def test_qcow2_daemon_socket_is_in_the_rundir(guest):
     assert r.returncode != 0 and len(msg.splitlines()) == 1, msg
     assert "not a directory" in msg, msg
     assert not os.listdir(elsewhere)
+
+
+@need_nbdkit
+def test_detached_while_its_server_does_not_answer(guest, blackhole):
+    """A disk detached (block-detach --force) while its backend is still
+    inside the connect: when the open ends, nothing is written for it (no
+    error node bringing its directory back), and the vdev attaches again
+    to a server that answers."""
+    r = guest.xbd("block-attach", "g1", f"vdev=xvdc, access=rw, target={blackhole}",
+                  "--timeout", "1", check=False)
+    assert r.returncode != 0 and "answered" in r.stderr, r.stderr
+    guest.xbd("block-detach", "--force", "g1", "xvdc")
+    be = f"/local/domain/0/backend/vbd/{guest.domid}/51744"
+
+    def back():
+        return guest.xd.tool("xenstore-ls", be, check=False).returncode == 0
+
+    # the open ends (10 s bound): the log says so, or the directory is back
+    wait_until(lambda: back() or "detached while its store was opening"
+               in guest.backend.log_text(), timeout=30, what="the open's end")
+    time.sleep(0.3)
+    assert not back(), guest.xd.tool("xenstore-ls", "-f", be, check=False).stdout
+    img = guest.disk(size=8 * MiB)
+    sock = os.path.join(guest.rundir, "ok.sock")
+    nbdkit(guest, sock, "file", f"file={img}")
+    attach_spec(guest, f"target={uri(sock)}", vdev="xvdc")
+    fio_ok(xfio(guest, "--rw=randwrite", "--bs=4k", "--size=1M", "--verify=crc32c",
+                "--do_verify=1", vdev="xvdc"))
