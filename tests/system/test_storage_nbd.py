@@ -5,6 +5,7 @@ qemu-storage-daemon, each with fio verify through the fio engine (the
 guest) and the data checked with the store's own tools."""
 import os
 import shutil
+import socket
 import subprocess
 import time
 
@@ -340,7 +341,6 @@ def blackhole():
     """A TCP address on 127.0.0.1 whose connects hang: a listening socket
     with a backlog of 0 that never accepts, its queue filled by two
     connections of our own, so the kernel drops every further SYN."""
-    import socket
     srv = socket.socket()
     srv.bind(("127.0.0.1", 0))
     srv.listen(0)
