@@ -610,17 +610,28 @@ static bool open_start(struct backend_dev *d, const char *params, enum xenbus_st
 	return true;
 }
 
-/* Wait for the opener (at once when its fd fired); its store is the
- * device's from here.  *rc and why: its outcome. */
-static void open_join(struct backend_dev *d, int *rc, char *why, size_t len)
+/* What an open that is over leaves for the probe to go on with. */
+struct be_opened {
+	char params[sizeof(((struct be_open *)0)->params)];
+	char err[sizeof(((struct be_open *)0)->err)];
+	int rc;
+	enum xenbus_state be;
+};
+
+/* Wait for the opener (at once when its fd fired) and free it; its store
+ * is the device's from here, *out its outcome. */
+static void open_join(struct backend_dev *d, struct be_opened *out)
 {
 	struct be_open *op = d->opening;
 
 	pthread_join(op->thread, NULL);
 	d->st = op->st;
-	*rc = op->rc;
-	snprintf(why, len, "%s", op->err);
+	snprintf(out->params, sizeof(out->params), "%s", op->params);
+	snprintf(out->err, sizeof(out->err), "%s", op->err);
+	out->rc = op->rc;
+	out->be = op->be;
 	close(op->fd);
+	free(op);
 	d->opening = NULL;
 }
 
@@ -670,7 +681,7 @@ static int probe_finish(struct backend_dev *d, enum xenbus_state be)
  * open.) */
 static bool still_ours(struct backend_dev *d, const char *params)
 {
-	char now[sizeof(((struct be_open *)0)->params)];
+	char now[sizeof(((struct be_opened *)0)->params)];
 
 	return xbd_xs_exists(d->ctx->xs, XBT_NULL, d->be_path, "state") == 1 &&
 	       !read_target(d, now, sizeof(now)) && !strcmp(now, params);
@@ -681,22 +692,17 @@ static bool still_ours(struct backend_dev *d, const char *params)
  * new attach's), and be_dev_changed (next) lets it go. */
 static void opened(struct backend_dev *d)
 {
-	struct be_open *op = d->opening;
-	enum xenbus_state be = op->be;
-	char params[sizeof(op->params)], why[sizeof(op->err)];
-	int rc;
+	struct be_opened o;
 
-	snprintf(params, sizeof(params), "%s", op->params);
-	open_join(d, &rc, why, sizeof(why));
-	free(op);
-	if (!still_ours(d, params)) {
+	open_join(d, &o);
+	if (!still_ours(d, o.params)) {
 		log_warn("%s: detached while its store was opening", d->be_path);
 		storage_close(&d->st);
 		d->stale = true;
 		return;
 	}
-	if (!open_done(d, params, rc, why))
-		(void)probe_finish(d, be);
+	if (!open_done(d, o.params, o.rc, o.err))
+		(void)probe_finish(d, o.be);
 }
 
 int be_dev_probe(const struct be_ctx *ctx, const char *be_path, struct backend_dev **out)
@@ -1034,12 +1040,9 @@ void be_dev_queue_done(struct backend_dev *d, unsigned int q)
 void be_dev_remove(struct backend_dev *d)
 {
 	if (d->opening) {     /* stopping: wait for the opener (bounded) */
-		struct be_open *op = d->opening;
-		char why[sizeof(op->err)];
-		int rc;
+		struct be_opened o;
 
-		open_join(d, &rc, why, sizeof(why));
-		free(op);
+		open_join(d, &o);
 	}
 	reap_join(d);         /* stopping (devtab_stop): wait for the reaper */
 	/* Still Connected: we are stopping (SIGTERM), not the connection;

@@ -13,9 +13,11 @@
  * Documentation/storage.md describes each, its spec and its failures.
  *
  * Two objects, two owners:
- *   struct storage        the vbd's: opened by the control thread at probe
- *                         (storage_open), read-only while queues run, closed
- *                         at removal (storage_close).  It holds what blkback
+ *   struct storage        the vbd's: opened at probe (storage_open; by
+ *                         the control thread for raw, by a helper thread of
+ *                         the probe for network stores, then moved into the
+ *                         device), read-only while queues run, closed by
+ *                         the control thread at removal (storage_close).  It holds what blkback
  *                         advertises (geometry) and the driver's vbd state.
  *   struct storage_queue  one per queue thread: made by that queue's loop
  *                         (storage_queue_open), used and closed only by it.
