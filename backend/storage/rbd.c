@@ -43,7 +43,8 @@ struct rbd_vbd {
 	rados_ioctx_t io;
 	rbd_image_t image;
 	int efd;                     /* the image's notification eventfd */
-	const char *name;            /* the target, for logs */
+	/* the target, for logs: a copy (struct storage may move after open) */
+	char name[STORAGE_TARGET_MAX];
 	bool queue_taken;            /* the one queue of this vbd */
 };
 
@@ -198,7 +199,7 @@ static int rbd_open_vbd(struct storage *s, const struct storage_opts *o)
 		return -ENOMEM;
 	}
 	v->efd = -1;
-	v->name = s->target;
+	snprintf(v->name, sizeof(v->name), "%s", s->target);
 	s->priv = v;
 	rc = parse_spec(s->target, sp);
 	if (rc) {

@@ -13,9 +13,11 @@
  * Documentation/storage.md describes each, its spec and its failures.
  *
  * Two objects, two owners:
- *   struct storage        the vbd's: opened by the control thread at probe
- *                         (storage_open), read-only while queues run, closed
- *                         at removal (storage_close).  It holds what blkback
+ *   struct storage        the vbd's: opened at probe (storage_open; by
+ *                         the control thread for raw, by a helper thread of
+ *                         the probe for network stores, then moved into the
+ *                         device), read-only while queues run, closed by
+ *                         the control thread at removal (storage_close).  It holds what blkback
  *                         advertises (geometry) and the driver's vbd state.
  *   struct storage_queue  one per queue thread: made by that queue's loop
  *                         (storage_queue_open), used and closed only by it.
@@ -60,6 +62,9 @@ struct storage_opts {
 	/* nbd, qcow2: how long a lost store may stall I/O before it fails
 	 * (the storage_outage_ms tunable). */
 	uint64_t outage_ms;
+	/* qcow2: the backend's trusted run directory (XBD_RUNDIR), where its
+	 * daemons' private socket directories go; NULL: /run/xbd. */
+	const char *rundir;
 };
 
 struct storage_driver;
@@ -124,7 +129,10 @@ struct storage_queue;
 
 struct storage_driver {
 	const char *name;
-	/* Fill s's geometry (s->target, s->read_only already set). */
+	/* Fill s's geometry (s->target, s->read_only already set).  It may
+	 * run on a helper thread (storage_set_error is per thread), and the
+	 * caller may move *s afterwards (before any queue opens): nothing in
+	 * priv may point into *s. */
 	int (*open)(struct storage *s, const struct storage_opts *o);
 	void (*close)(struct storage *s);
 	int (*queue_open)(const struct storage *s, unsigned int index, unsigned int depth,

@@ -5,7 +5,7 @@
 #
 # Usage: run.sh --out DIR [--phases "P K H U D R"] [--mb N] [--timeout S]
 #   --out DIR      run directory: serial.log, summary.txt, qemu.cmd
-#   --phases LIST  scenario phases (default "P K H U D S R", see guest/scenario.sh)
+#   --phases LIST  scenario phases (default "P K H U D S N R", see guest/scenario.sh)
 #   --mb N         size of the dd tests in MiB (default 8)
 #   --timeout S    kill QEMU after S seconds (default 2700; a loaded host
 #                  slows TCG several times over)
@@ -20,7 +20,7 @@
 set -uo pipefail
 source "$(dirname "$0")/common.sh"
 
-OUT="" PHASES="P K H U D S R" MB=8 TIMEOUT=2700 SETS=()
+OUT="" PHASES="P K H U D S N R" MB=8 TIMEOUT=2700 SETS=()
 while [ $# -gt 0 ]; do
 	case $1 in
 	--out) OUT=$2; shift ;;
@@ -48,7 +48,8 @@ O=$OUT/overlay
 mkdir -p "$O/xbd" "$O/opt/xbd/bin" "$O/etc/xen/scripts"
 install -m 0755 "$XBD_XEN_SRC/guest/scenario.sh" "$XBD_XEN_SRC/guest/stub-backend.sh" \
 	"$XBD_XEN_SRC/guest/loop-hotplug" "$O/xbd/"
-install -m 0644 "$XBD_XEN_SRC/guest/phase-u.sh" "$XBD_XEN_SRC/guest/phase-s.sh" "$O/xbd/"
+install -m 0644 "$XBD_XEN_SRC/guest/phase-u.sh" "$XBD_XEN_SRC/guest/phase-s.sh" \
+	"$XBD_XEN_SRC/guest/phase-n.sh" "$O/xbd/"
 install -m 0755 "$SRC/tools/hotplug/xbd-block" "$O/etc/xen/scripts/xbd-block"
 # phase R: its scenario part and its domU's initrd (with the xbd frontend)
 if [[ " $PHASES " == *" R "* ]]; then
