@@ -171,10 +171,13 @@ def test_attach_detach_cycles_leave_nothing(guest):
         wait_until(lambda: not os.path.exists(dev), what=f"{dev} gone")
         wait_until(lambda: not os.path.exists(vbd), what="backend device gone")
         assert os.listdir(devices) == [], i
+        # the backend unmapped everything before the frontend revoked its
+        # grants, so none stays granted; the frontend revokes them once it
+        # has seen the backend Closed, which may come after the backend's
+        # device left the tree (a leak still fails here, at the bound)
+        wait_until(lambda: live_grants(guest) == 0, timeout=10,
+                   what=f"grants revoked (cycle {i})")
         counts = (fds(guest.blkfront.pid), fds(guest.backend.pid))
-        # the backend unmapped everything before the frontend revoked
-        # its grants, so none stays granted
-        assert live_grants(guest) == 0, (i, live_grants(guest))
         if i == 1:
             before = counts
         elif i > 1:
