@@ -30,6 +30,12 @@ ifeq ($(SAN),1)
 CFLAGS  += -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=undefined
 LDFLAGS += -fsanitize=address,undefined
 endif
+# SAN=thread: ThreadSanitizer (gcc's libtsan), for `make check-tsan` into
+# build-tsan/.  -O1 keeps the stacks of its reports readable.
+ifeq ($(SAN),thread)
+CFLAGS  += -fsanitize=thread -fno-omit-frame-pointer -O1 -Wno-tsan
+LDFLAGS += -fsanitize=thread
+endif
 
 LIBXBD := $(O)/lib/libxbd.a
 
