@@ -7,7 +7,7 @@
 #                   about 15-20 min)
 #   make check-tsan deps + the ThreadSanitizer build (build-tsan/, SAN=thread)
 #                   + the unit tests and the multi-threaded system tests
-#                   (scripts/check-tsan.sh; about 3 min on 2 cores, after
+#                   (scripts/check-tsan.sh; 2.5 min on 2 cores at load 7, after
 #                   a build of about 3 min); any report fails it
 #   make demo       deps + build + the end-to-end demo on the local platform
 #   make bench      deps + build + benchmarks (optimised build, no sanitizers)

@@ -65,6 +65,13 @@ XBD_BUILD="$build" /usr/bin/python3 -m pytest -p no:cacheprovider -q -rs \
 	"$sys/test_blkfront.py::test_fio_verify_through_fuse[psync-2]" \
 	"$sys/test_blkfront.py::test_fio_verify_through_fuse[libaio-2]" \
 	"$sys/test_blkfront.py::test_three_disks_at_once_and_detach_of_one" \
+	"$sys/test_blkfront.py::test_backend_restart_under_fio_verify" \
+	"$sys/test_blkfront_cache.py" \
+	"$sys/test_fio_zerocopy.py::test_zero_copy_with_two_jobs_and_mixed_sizes" \
+	"$sys/test_faults_restart.py::test_backend_sigkill_under_fio_verify_fuse" \
+	"$sys/test_frontend_blkback.py::test_writer_survives_backend_stop_and_start" \
+	"$sys/test_hostile_truncate.py" \
+	"$sys/test_hostile_storm.py::test_notify_storm_starves_nobody" \
 	"$sys/test_blkfront_async.py::test_queue_depth_48_reaches_the_ring" \
 	"$sys/test_frontend_blkback.py::test_data_verified_in_each_configuration" \
 	"$sys/test_frontend_blkback.py::test_detach_with_io_in_flight" \
