@@ -335,14 +335,19 @@ static int submit(struct be_io *io, struct be_pending *p)
 	bool data = p->v.nr_segs > 0, flush = k == VREQ_FLUSH || k == VREQ_BARRIER;
 	int st;
 
+	/* One branch when the vbd has no limit.  Every request is one op
+	 * (discards and flushes are writes), data bytes count (limit.h).  A
+	 * held request has taken nothing yet; on stop it goes, so that it is
+	 * answered.  Charged once: a request that then waits for memory
+	 * comes back here with p->limited set. */
+	if (!p->limited && be_limit_active(io->cfg.limit) && !io->stopping) {
+		if (be_limit_hold(io->cfg.limit, &io->limit_wait, k != VREQ_READ,
+				  data ? p->v.nr_sectors << 9 : 0, now_ns()))
+			return IO_THROTTLED;
+		p->limited = true;
+	}
 	if (k == VREQ_DISCARD)
 		return submit_discard(io, p);
-	/* One branch when the vbd has no limit.  A held request has taken
-	 * nothing yet; on stop it goes, so that it is answered. */
-	if (be_limit_active(io->cfg.limit) && data && !io->stopping &&
-	    be_limit_hold(io->cfg.limit, &io->limit_wait, k != VREQ_READ,
-			  p->v.nr_sectors << 9, now_ns()))
-		return IO_THROTTLED;
 	if (reserve_sqes(io, 2))
 		return BLKIF_RSP_ERROR;
 	if (data) {
@@ -388,23 +393,6 @@ static void submit_or_answer(struct be_io *io, struct be_pending *p)
 	}
 }
 
-/* Try the request that waits for memory again (something completed, or
- * a tick passed).  It is the oldest one taken: it goes first. */
-static void retry_waiting(struct be_io *io)
-{
-	struct be_pending *p = io->waiting;
-	int st;
-
-	if (!p)
-		return;
-	st = submit(io, p);
-	if (st == IO_WAITING || st == IO_THROTTLED)
-		return;
-	io->waiting = NULL;
-	if (st != IO_SUBMITTED)
-		complete(io, p, st);
-}
-
 /* ---- Taking requests ----------------------------------------------------- */
 
 static void count_request(struct be_io *io, const struct vreq *v, int status)
@@ -431,31 +419,28 @@ static void count_request(struct be_io *io, const struct vreq *v, int status)
 	}
 }
 
-/* Copy the segments out of the indirect pages, then check them. */
+/* Copy the segments out of the indirect pages, then check them; IO_WAITING
+ * if the pages do not fit the memory budget now (retry_waiting). */
 static int fetch_indirect(struct be_io *io, struct be_pending *p)
 {
 	const struct be_xport_ops *x = io->cfg.xport;
 	void *pages[BLKIF_MAX_INDIRECT_PAGES_PER_REQUEST];
 	unsigned int n = p->v.nr_indirect_pages;
+	int rc = x->map_indirect(io->cfg.xport_ctx, p->v.indirect_grefs, n, pages);
 
-	if (x->map_indirect(io->cfg.xport_ctx, p->v.indirect_grefs, n, pages))
+	if (rc == -EAGAIN)
+		return IO_WAITING;        /* over the memory budget */
+	if (rc)
 		return BLKIF_RSP_ERROR;
 	ring_fetch_indirect_segs(pages, p->v.nr_segs, p->v.segs);
 	x->unmap_indirect(io->cfg.xport_ctx, pages, n);
 	return req_check_segs(&p->v, &io->cfg.limits);
 }
 
-static void dispatch(struct be_io *io, struct be_pending *p, const struct ring_req *in)
+/* A request whose segments are read and checked (st): count it, answer
+ * it if it failed, else hold it behind a barrier or submit it. */
+static void dispatch_checked(struct be_io *io, struct be_pending *p, int st)
 {
-	int st = req_parse(in, &io->cfg.limits, &p->v);
-
-	p->status = BLKIF_RSP_OKAY;
-	p->mapped = false;
-	p->cqes_left = 0;
-	p->start_ns = now_ns();
-	be_stat_add(&io->cfg.stats->inflight, 1);
-	if (st == BLKIF_RSP_OKAY && p->v.nr_indirect_pages)
-		st = fetch_indirect(io, p);
 	count_request(io, &p->v, st);
 	if (st != BLKIF_RSP_OKAY) {
 		complete(io, p, st);
@@ -466,6 +451,56 @@ static void dispatch(struct be_io *io, struct be_pending *p, const struct ring_r
 		return;
 	}
 	submit_or_answer(io, p);
+}
+
+static void dispatch(struct be_io *io, struct be_pending *p, const struct ring_req *in)
+{
+	int st = req_parse(in, &io->cfg.limits, &p->v);
+
+	p->status = BLKIF_RSP_OKAY;
+	p->mapped = false;
+	p->limited = false;
+	p->unfetched = false;
+	p->cqes_left = 0;
+	p->start_ns = now_ns();
+	be_stat_add(&io->cfg.stats->inflight, 1);
+	if (st == BLKIF_RSP_OKAY && p->v.nr_indirect_pages)
+		st = fetch_indirect(io, p);
+	if (st == IO_WAITING) {       /* retry_waiting() fetches it again */
+		be_stat_add(&io->cfg.stats->mem_waits, 1);
+		p->unfetched = true;
+		io->waiting = p;
+		return;
+	}
+	dispatch_checked(io, p, st);
+}
+
+/* Try the request that waits again (for memory: something completed or
+ * a tick passed; for the limiter: its time came).  It is the oldest one
+ * taken: it goes first.  One whose indirect pages did not fit is fetched
+ * now; one that passed the limiter is not charged again (submit). */
+static void retry_waiting(struct be_io *io)
+{
+	struct be_pending *p = io->waiting;
+	int st;
+
+	if (!p)
+		return;
+	if (p->unfetched) {
+		st = fetch_indirect(io, p);
+		if (st == IO_WAITING)
+			return;
+		p->unfetched = false;
+		io->waiting = NULL;
+		dispatch_checked(io, p, st);
+		return;
+	}
+	st = submit(io, p);
+	if (st == IO_WAITING || st == IO_THROTTLED)
+		return;
+	io->waiting = NULL;
+	if (st != IO_SUBMITTED)
+		complete(io, p, st);
 }
 
 /* Adopted requests first, in ring order, under the same barrier rule. */
@@ -687,7 +722,8 @@ int be_io_run_once(struct be_io *io, int timeout_ms)
 {
 	int crc = consume(io), rc;
 
-	if (io->waiting && be_limit_active(io->cfg.limit))   /* wake to retry */
+	/* held by the limiter (not by the memory budget): wake to retry */
+	if (io->waiting && io->limit_wait.charged && be_limit_active(io->cfg.limit))
 		timeout_ms = be_limit_timeout_ms(&io->limit_wait, timeout_ms, now_ns());
 	rc = arm_storage(io);
 	if (rc < 0)

@@ -61,6 +61,8 @@ struct be_pending {
 	void *xport_priv;           /* for the transport */
 	unsigned int xport_mode;    /* for the transport */
 	bool mapped;                /* map() succeeded: unmap() owed */
+	bool limited;               /* charged to the I/O limits (limit.h) */
+	bool unfetched;             /* its indirect pages did not fit yet */
 	unsigned int cqes_left;     /* completions still to come */
 	int status;                 /* BLKIF_RSP_*, worst so far */
 	uint64_t start_ns;
@@ -79,7 +81,8 @@ struct be_xport_ops {
 	/* The I/O is over (ok: it succeeded).  Deliver read data (bounce
 	 * transports) and release what map() took.  0 or -errno. */
 	int (*unmap)(void *ctx, struct be_pending *p, bool ok);
-	/* Map n indirect pages read-only into pages[] / release them. */
+	/* Map n indirect pages read-only into pages[] / release them.
+	 * -EAGAIN: as map() (the request waits, its segments not read). */
 	int (*map_indirect)(void *ctx, const grant_ref_t *refs, unsigned int n,
 			    void **pages);
 	void (*unmap_indirect)(void *ctx, void **pages, unsigned int n);

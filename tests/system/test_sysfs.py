@@ -16,6 +16,7 @@ import time
 import pytest
 
 from conftest import binary
+from tree_files import cat, echo
 from xbd_fixtures import machine  # noqa: F401  (fixture)
 
 PARAMS = "module/xen_blkback/parameters"
@@ -52,26 +53,6 @@ def start_backend(daemons, m, *args, started=None, ready=None):
                       ready=ready or (lambda: os.path.exists(tree)))
     started.append(d)
     return d
-
-
-def cat(m, rel):
-    with open(os.path.join(m.rundir, "sys", rel)) as f:
-        return f.read()
-
-
-def echo(m, rel, value):
-    """`echo -n value > file`: 0 or the errno of open/write."""
-    try:
-        fd = os.open(os.path.join(m.rundir, "sys", rel), os.O_WRONLY | os.O_TRUNC)
-    except OSError as e:
-        return e.errno
-    try:
-        os.write(fd, value.encode())
-        return 0
-    except OSError as e:
-        return e.errno
-    finally:
-        os.close(fd)
 
 
 def open_files(pid):
