@@ -53,6 +53,7 @@ struct be_ctx {
 };
 
 struct be_reap;                          /* xenbus.c */
+struct be_open;                          /* xenbus.c */
 
 struct backend_dev {
 	int refs;                        /* atomic; see dev_get/dev_put */
@@ -81,8 +82,18 @@ struct backend_dev {
 	 * limit deferred until CLOCK_MONOTONIC retry_ns (0: none); an event
 	 * seen in this pass of the device table (acted on once). */
 	struct be_reap *reap;
+	/* A store being opened on a helper thread (a network store: its
+	 * connect is bounded but slow); the probe ends when it is open. */
+	struct be_open *opening;
+	bool stale;                      /* detached while opening: remove */
 	uint64_t retry_ns;
 	bool dirty;
+	/* Online resize (be_dev_check_size): a grown size whose xenstore
+	 * announce failed (tried again); the last shrunken size refused
+	 * (logged once); what queue 0 measured. */
+	bool size_unannounced;
+	uint64_t refused_size;
+	uint64_t measured_size;          /* queue 0's last probe (atomic); 0: none */
 };
 
 /* Take a reference; the call site names where it is dropped. */

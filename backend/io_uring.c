@@ -547,11 +547,23 @@ int be_io_replay(struct be_io *io, struct be_replay *plan)
 }
 
 /* Take what the ring holds, unless a barrier holds us back.  0 or -EIO. */
+/* Online resize: the control thread grew the store (storage_grow);
+ * requests from this batch on may reach the new end, as Linux blkback
+ * looks at the size once per batch.  The end never moves back. */
+static void follow_size(struct be_io *io)
+{
+	uint64_t sectors = storage_size(io->cfg.storage) >> 9;
+
+	if (sectors > io->cfg.limits.sectors)
+		io->cfg.limits.sectors = sectors;
+}
+
 static int consume(struct be_io *io)
 {
 	struct be_ring *r = io->cfg.ring;
 	struct ring_req in;
 
+	follow_size(io);
 	replay(io);
 	if (io->replay.e)
 		return 0;            /* a barrier among them: the rest wait */
@@ -718,6 +730,29 @@ static void tick(struct be_io *io)
 	storage_queue_tick(io->cfg.storage, io->sq, now);
 }
 
+/* Online resize: the store's size, every size_check_ms (queue 0). */
+static void probe_size(struct be_io *io)
+{
+	uint64_t every = tun_get(TUN_SIZE_CHECK_MS), now, bytes;
+
+	if (!io->cfg.measured_size || !every)
+		return;
+	now = now_ns();
+	if (now - io->last_probe_ns < every * 1000000ull)
+		return;
+	io->last_probe_ns = now;
+	if (!storage_probe_size(io->cfg.storage, &bytes))
+		__atomic_store_n(io->cfg.measured_size, bytes, __ATOMIC_RELEASE);
+}
+
+/* How long a turn may wait with nothing to do: the tick's period when
+ * there is housekeeping (the transport's, the storage's, the size
+ * probe), else for ever. */
+static int idle_timeout_ms(const struct be_io *io)
+{
+	return has_tick(io) || io->cfg.measured_size ? BE_IO_TICK_MS : -1;
+}
+
 int be_io_run_once(struct be_io *io, int timeout_ms)
 {
 	int crc = consume(io), rc;
@@ -743,6 +778,7 @@ int be_io_run_once(struct be_io *io, int timeout_ms)
 	}
 	push(io);
 	tick(io);
+	probe_size(io);
 	if (crc < 0)
 		return crc;
 	if (io->evt_err)
@@ -759,7 +795,7 @@ int be_io_run(struct be_io *io)
 	int rc;
 
 	/* Wake at least every tick for the transport's housekeeping. */
-	while ((rc = be_io_run_once(io, has_tick(io) ? BE_IO_TICK_MS : -1)) == 0)
+	while ((rc = be_io_run_once(io, idle_timeout_ms(io))) == 0)
 		;
 	return rc == 1 ? 0 : rc;
 }

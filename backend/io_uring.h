@@ -122,6 +122,12 @@ struct be_io_cfg {
 	struct be_journal *journal; /* in-flight journal (journal.h); NULL: none */
 	enum be_io_wait wait;       /* 0: as the io_wait_poll tunable says */
 	struct be_limit *limit;     /* the vbd's I/O limits (limit.h); NULL: none */
+	/* Online resize: every size_check_ms this queue asks the store for
+	 * its size (storage_probe_size; here, so that a store slow to
+	 * answer stalls only its own vbd, as Linux blkback's per-vbd
+	 * thread does) and stores it (atomic) for the control thread.
+	 * NULL: not this queue's job. */
+	uint64_t *measured_size;
 	unsigned int queue_index;   /* for the storage driver (connections) */
 };
 
@@ -149,6 +155,7 @@ struct be_io {
 	bool rsps_to_push;
 	int evt_err;                /* -EPROTO: the peer fought our event words */
 	uint64_t last_tick_ns;
+	uint64_t last_probe_ns;     /* measured_size's last probe */
 	unsigned int fault_notify;  /* test only: SIGKILL at this notify (io_uring.c) */
 	struct be_replay replay;    /* adopted requests to re-run, then the ring */
 	unsigned int replay_next;

@@ -46,6 +46,10 @@ struct be_queue_cfg {
 	struct gnt_budget *budget;    /* the vbd's memory budget; NULL: none */
 	struct be_limit *limit;       /* the vbd's I/O limits; NULL: none */
 	struct req_limits limits;
+	/* Online resize: queue 0 measures its store every size_check_ms
+	 * and stores the bytes here (atomic) for the control thread; NULL
+	 * for the other queues. */
+	uint64_t *measured_size;
 	/* The in-flight journal (journal.h): its file (NULL: no journal)
 	 * and the identity parts the queue does not know (the rest comes
 	 * from the fields above).  adopt: take over the live ring from the

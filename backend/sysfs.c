@@ -53,7 +53,7 @@ static const enum dir_id fixed_parent[] = {
 };
 
 static const char *const attr_names[] = { "mode", "physical_device", "state", "nodename",
-					   "storage" };
+					   "storage", "sectors" };
 enum { NR_ATTRS = sizeof(attr_names) / sizeof(attr_names[0]) };
 
 /* Read-only counters of the limiter, beside the limits (limit.h). */
@@ -248,6 +248,9 @@ static int render_attr(const struct node *n, char *buf, size_t len)
 		return snprintf(buf, len, "%s %s\n",
 				storage_is_open(&d->st) ? d->st.driver : "none",
 				storage_is_open(&d->st) ? d->st.target : "-");
+	case 5:     /* xbd: what the frontend is told (online resize) */
+		return snprintf(buf, len, "%" PRIu64 "\n",
+				storage_is_open(&d->st) ? storage_size(&d->st) >> 9 : 0);
 	default:
 		return snprintf(buf, len, "%s\n", d->be_path);
 	}

@@ -90,6 +90,11 @@ static const struct tunable table[TUN_COUNT] = {
 		"Network storage (nbd, qcow2, rbd): how long a lost connection stalls the "
 		"I/O of disks opened from now on before it fails; the disk works "
 		"again once the store is back (xbd only)" },
+	[TUN_SIZE_CHECK_MS] = {
+		"size_check_ms", TUN_UINT, 1000, 0, 3600000, 0644,
+		"How often the size of every connected disk's store is looked at; "
+		"a store that grew is announced to the frontend (online resize); "
+		"0: never (xbd only)" },
 	/* I/O limits of new vbds (limit.h); the toolstack's nodes win */
 	LIMIT_DEFAULT(READ_IOPS, "read_iops",
 		      "Read requests per second a new vbd may do; 0: no limit"),

@@ -26,6 +26,8 @@
 /* ---- small helpers ---------------------------------------------------- */
 
 static int connect_rings(struct backend_dev *d, bool adopt);
+static int opener_fd(const struct backend_dev *d);
+static void opened(struct backend_dev *d);
 
 static void set_state(struct backend_dev *d, enum xenbus_state s)
 {
@@ -162,11 +164,17 @@ static void reap_join(struct backend_dev *d)
 
 int be_dev_reap_fd(const struct backend_dev *d)
 {
+	if (d->opening)
+		return opener_fd(d);
 	return d->reap ? d->reap->fd : -1;
 }
 
 int be_dev_reaped(struct backend_dev *d)
 {
+	if (d->opening) {
+		opened(d);
+		return be_dev_changed(d);
+	}
 	if (d->reap && d->reap->late)
 		log_info("%s: queues stopped after the deadline", d->be_path);
 	reap_join(d);
@@ -502,24 +510,65 @@ static enum xenbus_state restart_state(struct backend_dev *d, enum xenbus_state 
 	}
 }
 
-/* params names the driver and target (storage_parse_params).  A store
- * that will not open is an error node with the driver's one-line reason. */
-static int open_storage(struct backend_dev *d, const char *params)
-{
-	struct storage_opts o = {
-		.read_only = d->read_only,
-		.outage_ms = tun_get(TUN_STORAGE_OUTAGE_MS),
-	};
-	char driver[STORAGE_DRIVER_MAX];
-	const char *target;
-	int rc;
+/* ---- opening the storage ------------------------------------------------ */
 
-	storage_parse_params(params, driver, &target);
-	o.driver = driver;
-	rc = storage_open(target, &o, &d->st);
+/*
+ * Opening a network store connects to it: an NBD server, a Ceph monitor
+ * (and its OSDs), a qemu-storage-daemon starting up.  Each is bounded
+ * (10 s), but the control thread serves every guest and must not wait
+ * that long for one: with the device table (ctx->async_teardown) those
+ * opens run on a helper thread of their own.  Meanwhile the device only
+ * waits (be_dev_changed does nothing); the opener's eventfd is polled as
+ * be_dev_reap_fd, and when it fires the probe goes on (probe_finish) and
+ * the device's state is acted on as it is then.  The raw driver opens a
+ * local file or device and stays inline.
+ */
+struct be_open {
+	char params[1024];
+	char driver[STORAGE_DRIVER_MAX];
+	struct storage_opts o;
+	struct storage st;               /* the thread's until it writes fd */
+	int rc;
+	char err[256];                   /* storage_error() of the thread */
+	enum xenbus_state be;            /* our state at probe (restart_state) */
+	int fd;                          /* eventfd: the open is over */
+	pthread_t thread;
+};
+
+/* The platform's run directory (it outlives every device), for the
+ * storage drivers' private files. */
+static const char *be_rundir(const struct backend_dev *d)
+{
+	return d->ctx->plat ? xbd_platform_rundir(d->ctx->plat) : NULL;
+}
+
+static int opener_fd(const struct backend_dev *d)
+{
+	return d->opening->fd;
+}
+
+static void *open_main(void *arg)
+{
+	struct be_open *op = arg;
+	const char *target;
+	uint64_t one = 1;
+
+	storage_parse_params(op->params, op->driver, &target);
+	op->o.driver = op->driver;
+	op->rc = storage_open(target, &op->o, &op->st);
+	snprintf(op->err, sizeof(op->err), "%s", op->rc ? storage_error() : "");
+	if (write(op->fd, &one, sizeof(one)) != sizeof(one))
+		log_warn("opener: cannot report the end of an open");
+	return NULL;
+}
+
+/* The open's outcome: an error node with the driver's one-line reason,
+ * or the store the device keeps. */
+static int open_done(struct backend_dev *d, const char *params, int rc, const char *why)
+{
 	if (rc) {
-		if (storage_error()[0])
-			be_fatal(d, rc, "opening %s: %s", params, storage_error());
+		if (why[0])
+			be_fatal(d, rc, "opening %s: %s", params, why);
 		else
 			be_fatal(d, rc, "opening %s", params);
 		return rc;
@@ -529,11 +578,158 @@ static int open_storage(struct backend_dev *d, const char *params)
 	return 0;
 }
 
+/* Adopted: the frontend knows the `sectors` the backend we replace
+ * wrote.  A store that grew while no backend ran is announced at the
+ * next size check (be_dev_check_size); one that shrank cannot be
+ * undone: the requests past its end fail as the store answers them. */
+static void adopted_size(struct backend_dev *d)
+{
+	uint64_t sectors;
+
+	if (xbd_xs_read_u64(d->ctx->xs, XBT_NULL, d->be_path, "sectors", 0, UINT64_MAX,
+			    &sectors))
+		return;
+	if (sectors < d->st.size >> 9)
+		d->size_unannounced = true;
+	else if (sectors > d->st.size >> 9)
+		log_warn("%s: %s shrank to %" PRIu64 " bytes while no backend ran; the "
+			 "frontend still has %" PRIu64 " sectors", d->be_path, d->st.target,
+			 d->st.size, sectors);
+}
+
+/* Open on a helper thread.  false: not asked for (inline control, a raw
+ * store) or no thread: the caller opens inline. */
+static bool open_start(struct backend_dev *d, const char *params, enum xenbus_state be)
+{
+	char driver[STORAGE_DRIVER_MAX];
+	const char *target;
+	struct be_open *op;
+
+	storage_parse_params(params, driver, &target);
+	if (!d->ctx->async_teardown || !strcmp(driver, "raw"))
+		return false;
+	op = calloc(1, sizeof(*op));
+	if (!op)
+		return false;
+	snprintf(op->params, sizeof(op->params), "%s", params);
+	op->o = (struct storage_opts){
+		.read_only = d->read_only,
+		.outage_ms = tun_get(TUN_STORAGE_OUTAGE_MS),
+		.rundir = be_rundir(d),
+	};
+	op->be = be;
+	op->fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+	if (op->fd < 0 || pthread_create(&op->thread, NULL, open_main, op)) {
+		if (op->fd >= 0)
+			close(op->fd);
+		free(op);
+		return false;
+	}
+	d->opening = op;
+	return true;
+}
+
+/* What an open that is over leaves for the probe to go on with. */
+struct be_opened {
+	char params[sizeof(((struct be_open *)0)->params)];
+	char err[sizeof(((struct be_open *)0)->err)];
+	int rc;
+	enum xenbus_state be;
+};
+
+/* Wait for the opener (at once when its fd fired) and free it; its store
+ * is the device's from here, *out its outcome. */
+static void open_join(struct backend_dev *d, struct be_opened *out)
+{
+	struct be_open *op = d->opening;
+
+	pthread_join(op->thread, NULL);
+	d->st = op->st;
+	snprintf(out->params, sizeof(out->params), "%s", op->params);
+	snprintf(out->err, sizeof(out->err), "%s", op->err);
+	out->rc = op->rc;
+	out->be = op->be;
+	close(op->fd);
+	free(op);
+	d->opening = NULL;
+}
+
+/* params names the driver and target (storage_parse_params).  A store
+ * that will not open is an error node with the driver's one-line reason. */
+static int open_storage(struct backend_dev *d, const char *params)
+{
+	struct storage_opts o = {
+		.read_only = d->read_only,
+		.outage_ms = tun_get(TUN_STORAGE_OUTAGE_MS),
+		.rundir = be_rundir(d),
+	};
+	char driver[STORAGE_DRIVER_MAX];
+	const char *target;
+
+	storage_parse_params(params, driver, &target);
+	o.driver = driver;
+	return open_done(d, params, storage_open(target, &o, &d->st), storage_error());
+}
+
+/* The probe once the store is open: advertise, and take the state the
+ * previous backend (if any) left. */
+static int probe_finish(struct backend_dev *d, enum xenbus_state be)
+{
+	struct features f = { .d = d };
+	enum xenbus_state next;
+	int rc;
+
+	f.discard = discard_offered(d);
+	rc = xbd_xs_transaction(d->ctx->xs, write_features, &f);
+	if (rc) {
+		be_fatal(d, rc, "writing features");
+		return rc;
+	}
+	next = restart_state(d, be);
+	if (d->fatal)
+		return -EIO;
+	if (next == XenbusStateConnected) {
+		d->state = next;      /* already written by the backend we replace */
+		adopted_size(d);
+	} else {
+		set_state(d, next);
+	}
+	return 0;
+}
+
+/* Is the directory still the one we probed: there, and naming the same
+ * store?  (A detach, maybe with a new attach of the vdev, during the
+ * open.) */
+static bool still_ours(struct backend_dev *d, const char *params)
+{
+	char now[sizeof(((struct be_opened *)0)->params)];
+
+	return xbd_xs_exists(d->ctx->xs, XBT_NULL, d->be_path, "state") == 1 &&
+	       !read_target(d, now, sizeof(now)) && !strcmp(now, params);
+}
+
+/* The opener's fd fired: finish the probe, unless the device was
+ * detached meanwhile: then nothing is written (its nodes are gone, or a
+ * new attach's), and be_dev_changed (next) lets it go. */
+static void opened(struct backend_dev *d)
+{
+	struct be_opened o;
+
+	open_join(d, &o);
+	if (!still_ours(d, o.params)) {
+		log_warn("%s: detached while its store was opening", d->be_path);
+		storage_close(&d->st);
+		d->stale = true;
+		return;
+	}
+	if (!open_done(d, o.params, o.rc, o.err))
+		(void)probe_finish(d, o.be);
+}
+
 int be_dev_probe(const struct be_ctx *ctx, const char *be_path, struct backend_dev **out)
 {
 	struct backend_dev *d = calloc(1, sizeof(*d));
-	struct features f = { .d = d };
-	enum xenbus_state be = XenbusStateUnknown, next;
+	enum xenbus_state be = XenbusStateUnknown;
 	char target[1024];
 	int rc;
 
@@ -557,23 +753,12 @@ int be_dev_probe(const struct be_ctx *ctx, const char *be_path, struct backend_d
 	rc = read_toolstack(d, target, sizeof(target));
 	if (rc)
 		return rc;
+	if (open_start(d, target, be))
+		return 0;             /* opened() goes on */
 	rc = open_storage(d, target);
 	if (rc)
 		return rc;
-	f.discard = discard_offered(d);
-	rc = xbd_xs_transaction(ctx->xs, write_features, &f);
-	if (rc) {
-		be_fatal(d, rc, "writing features");
-		return rc;
-	}
-	next = restart_state(d, be);
-	if (d->fatal)
-		return -EIO;
-	if (next == XenbusStateConnected)
-		d->state = next;      /* already written by the backend we replace */
-	else
-		set_state(d, next);
-	return 0;
+	return probe_finish(d, be);
 }
 
 /* ---- negotiation -------------------------------------------------------- */
@@ -652,7 +837,7 @@ static void queue_cfg(struct backend_dev *d, unsigned int i, struct be_queue_cfg
 		.plat = d->ctx->plat, .self = d->ctx->self, .frontend = d->fe_domid,
 		.index = i, .ring_order = d->order, .abi = d->abi,
 		.persistent = d->persistent, .storage = &d->st, .budget = &d->mem,
-		.limit = &d->limit,
+		.limit = &d->limit, .measured_size = i == 0 ? &d->measured_size : NULL,
 		.limits = {
 			.sectors = d->st.size >> 9, .sector_size = d->st.logical_block,
 			.read_only = d->read_only, .flush = true, .barrier = true,
@@ -811,8 +996,10 @@ int be_dev_changed(struct backend_dev *d)
 	enum xenbus_state be = XenbusStateUnknown;
 	int rc;
 
-	if (d->reap)
+	if (d->reap || d->opening)
 		return 0;      /* be_dev_reaped() calls us again, state as it is then */
+	if (d->stale)
+		return BE_DEV_REMOVE;  /* detached during its open: probe again */
 	if (xbd_xs_exists(xs, XBT_NULL, d->be_path, "state") != 1) {
 		if (!disconnect(d))
 			return 0;
@@ -854,6 +1041,52 @@ void be_dev_storage_event(struct backend_dev *d)
 		be_fatal(d, rc, "%s", storage_error());
 }
 
+/* ---- online resize ---------------------------------------------------- */
+
+static int write_resize(struct xs_handle *xs, xs_transaction_t t, void *arg)
+{
+	const struct backend_dev *d = arg;
+	int rc;
+
+	rc = xbd_xs_printf(xs, t, d->be_path, "sectors", "%llu",
+			   (unsigned long long)(d->st.size >> 9));
+	/* the same state again: the frontend's cue to read sectors */
+	return rc ? rc : xbd_xs_printf(xs, t, d->be_path, "state", "%u",
+				       (unsigned int)XenbusStateConnected);
+}
+
+void be_dev_check_size(struct backend_dev *d)
+{
+	uint64_t bytes, old = d->st.size;
+	int rc;
+
+	if (d->state != XenbusStateConnected || d->fatal || d->reap ||
+	    !storage_is_open(&d->st) || !d->nr_queues)
+		return;
+	bytes = __atomic_load_n(&d->measured_size, __ATOMIC_ACQUIRE);
+	if (!bytes)
+		return;                       /* queue 0 has not looked yet */
+	if (bytes < old) {
+		if (bytes != d->refused_size)
+			log_warn("%s: %s shrank from %" PRIu64 " to %" PRIu64 " bytes: "
+				 "refused, the disk keeps its size (a disk in use "
+				 "cannot shrink)", d->be_path, d->st.target, old, bytes);
+		d->refused_size = bytes;
+		return;
+	}
+	if (bytes == old && !d->size_unannounced)
+		return;
+	if (bytes > old && storage_grow(&d->st, bytes))
+		return;
+	rc = xbd_xs_transaction(d->ctx->xs, write_resize, d);
+	d->size_unannounced = rc != 0;
+	if (rc)
+		log_warn("%s: announcing the new size: %s", d->be_path, strerror(-rc));
+	else
+		log_info("%s: resized from %" PRIu64 " to %" PRIu64 " bytes",
+			 d->be_path, old, bytes);
+}
+
 void be_dev_queue_done(struct backend_dev *d, unsigned int q)
 {
 	const struct be_queue *bq;
@@ -881,6 +1114,11 @@ void be_dev_queue_done(struct backend_dev *d, unsigned int q)
 
 void be_dev_remove(struct backend_dev *d)
 {
+	if (d->opening) {     /* stopping: wait for the opener (bounded) */
+		struct be_opened o;
+
+		open_join(d, &o);
+	}
 	reap_join(d);         /* stopping (devtab_stop): wait for the reaper */
 	/* Still Connected: we are stopping (SIGTERM), not the connection;
 	 * keep the journals so that our restart adopts the rings. */

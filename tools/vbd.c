@@ -17,6 +17,7 @@
 
 #include <errno.h>
 #include <inttypes.h>
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -76,10 +77,11 @@ static const char *const limit_nodes[XBD_NR_LIMITS] = {
 };
 #define XBD_LIMIT_MAX (UINT64_C(1) << 48)   /* as the backend takes */
 
-/* N, or N with K, M or G (x1024): lib/num.h, as every size xbd takes. */
-static int parse_limit_value(const char *s, uint64_t *out)
+/* N, or N with K, M or G (x1024), at most max: lib/num.h, as every size
+ * xbd takes (I/O limits here, `xbd block-resize`). */
+int xbd_parse_size(const char *s, uint64_t max, uint64_t *out)
 {
-	long long v = xbd_size(s, 0, XBD_LIMIT_MAX);
+	long long v = xbd_size(s, 0, max > LLONG_MAX ? LLONG_MAX : max);
 
 	if (v < 0)
 		return -EINVAL;
@@ -110,7 +112,7 @@ int xbd_vbd_parse_limits(const char *arg, struct xbd_vbd_attach *a, char *err,
 				 "_burst", item);
 			return -EINVAL;
 		}
-		if (parse_limit_value(eq + 1, &a->limit[i])) {
+		if (xbd_parse_size(eq + 1, XBD_LIMIT_MAX, &a->limit[i])) {
 			snprintf(err, errlen, "--limit: %s=%s: not a number up to 2^48 "
 				 "(K, M, G: x1024)", item, eq + 1);
 			return -EINVAL;

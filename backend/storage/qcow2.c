@@ -4,7 +4,8 @@
  * the image: storage_open() starts a qemu-storage-daemon child for this
  * vbd that opens the image (and its backing chain, as the image header
  * names it) and exports it over NBD on a Unix socket in a private
- * directory (mode 0700), then the nbd driver serves the vbd from that
+ * directory (mode 0700, $rundir/qcow2/vbd-XXXXXX: the backend's trusted
+ * run directory, not /tmp), then the nbd driver serves the vbd from that
  * socket.  storage_close() stops the daemon (SIGTERM, then SIGKILL after
  * STOP_MS) and removes the directory.
  *
@@ -26,6 +27,7 @@
 #include <sys/wait.h>
 
 #include "backend/storage/storage.h"
+#include "platform/platform.h"      /* xbd_rundir_check */
 
 #define START_MS 10000
 #define STOP_MS  3000
@@ -33,7 +35,7 @@
 struct qcow2_vbd {
 	pid_t pid;
 	int pidfd;                  /* readable when the daemon exits; -1 */
-	char dir[64];               /* private: sock and err */
+	char dir[96];               /* private: sock and err */
 	void *nbd_priv;             /* the nbd driver's */
 };
 
@@ -50,7 +52,7 @@ static void sleep_ms(unsigned int ms)
 }
 
 struct qsd_args {
-	char sock[128], err[128], file[2 * STORAGE_TARGET_MAX + 96];
+	char sock[112], err[112], file[2 * STORAGE_TARGET_MAX + 96];
 	char srv[192], exp[80];
 	const char *bin;
 };
@@ -65,9 +67,11 @@ static void make_args(const struct qcow2_vbd *v, const char *image, bool ro,
 	path_in(v, "sock", a->sock, sizeof(a->sock));
 	path_in(v, "err", a->err, sizeof(a->err));
 	a->bin = bin && *bin ? bin : "qemu-storage-daemon";
-	/* QEMU's option syntax doubles a comma inside a value. */
+	/* QEMU's option syntax doubles a comma inside a value.  discard=unmap:
+	 * QEMU ignores a discard by default; with it, a guest's discard frees
+	 * the qcow2 clusters and punches the file under them. */
 	char *o = file + snprintf(file, sizeof(a->file),
-				  "driver=qcow2,node-name=fmt,read-only=%s,"
+				  "driver=qcow2,node-name=fmt,read-only=%s,discard=unmap,"
 				  "file.driver=file,file.filename=", ro ? "on" : "off");
 	for (const char *c = image; *c && o < file + sizeof(a->file) - 3; c++) {
 		*o++ = *c;
@@ -92,7 +96,7 @@ static void exec_daemon(const struct qsd_args *a)
 	sigemptyset(&none);
 	sigprocmask(SIG_SETMASK, &none, NULL);
 	signal(SIGPIPE, SIG_DFL);
-	fd = open(a->err, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+	fd = open(a->err, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, 0600);
 
 	if (fd >= 0)
 		dup2(fd, 2);
@@ -110,12 +114,16 @@ static void exec_daemon(const struct qsd_args *a)
  * echo of our own --blockdev option. */
 static void report_failure(const struct qcow2_vbd *v, const char *what)
 {
-	char err[128], line[512] = "";
+	char err[112], line[512] = "";
 	const char *why = line;
 	FILE *f;
 
 	path_in(v, "err", err, sizeof(err));
-	f = fopen(err, "re");
+	int fd = open(err, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+
+	f = fd >= 0 ? fdopen(fd, "r") : NULL;
+	if (!f && fd >= 0)
+		close(fd);
 	if (f) {
 		if (fgets(line, sizeof(line), f))
 			line[strcspn(line, "\n")] = '\0';
@@ -131,7 +139,7 @@ static void report_failure(const struct qcow2_vbd *v, const char *what)
 
 static void stop_daemon(struct qcow2_vbd *v)
 {
-	char p[128];
+	char p[112];
 	int st;
 
 	if (v->pidfd >= 0)
@@ -165,7 +173,7 @@ static void stop_daemon(struct qcow2_vbd *v)
 /* Wait for the export's socket; 0, or -EIO when the daemon died first. */
 static int wait_socket(struct qcow2_vbd *v)
 {
-	char sock[128];
+	char sock[112];
 	struct stat st;
 	int status;
 
@@ -176,12 +184,48 @@ static int wait_socket(struct qcow2_vbd *v)
 			report_failure(v, "qemu-storage-daemon");
 			return -EIO;
 		}
-		if (!stat(sock, &st) && S_ISSOCK(st.st_mode))
+		if (!lstat(sock, &st) && S_ISSOCK(st.st_mode))
 			return 0;
 		sleep_ms(10);
 	}
 	report_failure(v, "qemu-storage-daemon did not start its export");
 	return -ETIMEDOUT;
+}
+
+/*
+ * The daemon's private directory: $rundir/qcow2 (made 0700, and trusted
+ * as the run directory is: a directory, not a link, ours or root's, not
+ * writable by others), then a fresh mkdtemp() below it.  The socket's
+ * path must fit a sockaddr_un.  0 or -errno (storage_error says why).
+ */
+static int make_private_dir(const char *rundir, char *dir, size_t len)
+{
+	char base[sizeof(((struct qcow2_vbd *)0)->dir)], why[256];
+	int rc;
+
+	if (!rundir || !*rundir)
+		rundir = "/run/xbd";
+	if ((size_t)snprintf(base, sizeof(base), "%s/qcow2", rundir) >= sizeof(base) ||
+	    (size_t)snprintf(dir, len, "%s/vbd-XXXXXX", base) + sizeof("/sock") > 108) {
+		storage_set_error("qcow2: run directory %s: too long a path for "
+				  "the daemon's socket", rundir);
+		return -ENAMETOOLONG;
+	}
+	if (mkdir(rundir, 0755) && errno != EEXIST)
+		goto fail;
+	if (mkdir(base, 0700) && errno != EEXIST)
+		goto fail;
+	rc = xbd_rundir_check(base, why, sizeof(why));
+	if (rc) {
+		storage_set_error("qcow2: %s", why);
+		return rc;
+	}
+	if (mkdtemp(dir))
+		return 0;
+fail:
+	rc = -errno;
+	storage_set_error("qcow2: %s: %s", base, strerror(errno));
+	return rc;
 }
 
 static int qcow2_open(struct storage *s, const struct storage_opts *o)
@@ -205,9 +249,9 @@ static int qcow2_open(struct storage *s, const struct storage_opts *o)
 		free(a);
 		return rc;
 	}
-	snprintf(v->dir, sizeof(v->dir), "/tmp/xbd-qcow2-XXXXXX");
-	if (!mkdtemp(v->dir)) {
-		rc = -errno;
+	rc = make_private_dir(o->rundir, v->dir, sizeof(v->dir));
+	if (rc) {
+		v->dir[0] = '\0';
 		free(v);
 		free(a);
 		return rc;

@@ -43,7 +43,8 @@ struct rbd_vbd {
 	rados_ioctx_t io;
 	rbd_image_t image;
 	int efd;                     /* the image's notification eventfd */
-	const char *name;            /* the target, for logs */
+	/* the target, for logs: a copy (struct storage may move after open) */
+	char name[STORAGE_TARGET_MAX];
 	bool queue_taken;            /* the one queue of this vbd */
 };
 
@@ -113,6 +114,15 @@ static int parse_spec(const char *target, struct rbd_spec *sp)
 			return -EINVAL;
 	}
 	return 0;
+}
+
+/* Online resize: librbd refreshes the image header when another client
+ * (rbd resize) changes it, so this is the image's size now. */
+static int rbd_get_size_vbd(const struct storage *s, uint64_t *bytes)
+{
+	const struct rbd_vbd *v = s->priv;
+
+	return rbd_get_size(v->image, bytes);
 }
 
 static void rbd_close_vbd(struct storage *s)
@@ -189,7 +199,7 @@ static int rbd_open_vbd(struct storage *s, const struct storage_opts *o)
 		return -ENOMEM;
 	}
 	v->efd = -1;
-	v->name = s->target;
+	snprintf(v->name, sizeof(v->name), "%s", s->target);
 	s->priv = v;
 	rc = parse_spec(s->target, sp);
 	if (rc) {
@@ -366,4 +376,5 @@ const struct storage_driver storage_rbd_driver = {
 	.submit = rbdq_submit,
 	.poll = rbdq_poll,
 	.ready = rbdq_ready,
+	.get_size = rbd_get_size_vbd,
 };

@@ -5,13 +5,15 @@ qemu-storage-daemon, each with fio verify through the fio engine (the
 guest) and the data checked with the store's own tools."""
 import os
 import shutil
+import socket
 import subprocess
 import time
 
 import pytest
 
-from conftest import BUILD, binary
+from conftest import binary
 from guest_fixtures import guest, fio_ok, wait_until  # noqa: F401
+from storage_fixtures import ENGINE, fio_under_fault, restart_backend, xfio_env
 from test_fio_engine import xfio
 
 MiB = 1 << 20
@@ -38,15 +40,6 @@ def uri(sock):
 def attach_spec(g, spec, vdev="xvdb", check=True):
     return g.xbd("block-attach", "g1", f"vdev={vdev}, access=rw, {spec}",
                  "--timeout", "20", check=check)
-
-
-def restart_backend(g, *extra):
-    """The guest's backend again, with extra options."""
-    g.backend.stop()
-    g.backend = g.daemons.start(
-        [binary("xbd-blkback"), "-N", "-p", "local", "-R", g.rundir,
-         "--max_queues=2", "--max_ring_page_order=2", "--sysfs=none", *extra],
-        name="blkback-opts", env=g.env)
 
 
 VERIFY = ["--rw=randwrite", "--verify=crc32c", "--do_verify=1", "--verify_fatal=1",
@@ -98,26 +91,15 @@ def test_nbd_server_restarted_under_a_writer(guest):
     sock = os.path.join(guest.rundir, "nbd.sock")
     server = nbdkit(guest, sock, "file", f"file={img}")
     attach_spec(guest, f"target={uri(sock)}")
-    fio = subprocess.Popen(
-        ["fio", "--output-format=terse", "--terse-version=3",
-         "--verify_state_save=0", "--name=x",
-         f"--ioengine=external:{os.path.join(BUILD, 'lib', 'xbd-fio.so')}",
-         "--xbd_domain=g1", "--xbd_vdev=xvdb", f"--xbd_rundir={guest.rundir}",
-         *VERIFY, "--bs=4k", "--iodepth=16", "--size=16M", "--rate_iops=2000"],
-        cwd=guest.rundir, env=xfio_env(guest), stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE, text=True)
-    try:
-        time.sleep(1.5)
-        assert fio.poll() is None, fio.communicate()
+
+    def fault():
         server.kill()
         time.sleep(1.0)
         nbdkit(guest, sock, "file", f"file={img}", name="nbdkit-2")
-        out, err = fio.communicate(timeout=120)
-    finally:
-        if fio.poll() is None:
-            fio.kill()
-            fio.wait()
-    res = fio_ok(subprocess.CompletedProcess(fio.args, fio.returncode, out, err))
+
+    r = fio_under_fault(guest, [*VERIFY, "--bs=4k", "--iodepth=16", "--size=16M",
+                                "--rate_iops=2000"], fault, timeout=120)
+    res = fio_ok(r)
     assert res[0]["write_kb"] == 16384 and res[0]["read_kb"] == 16384, res
     assert "lost its connection" in guest.backend.log_text()
 
@@ -178,11 +160,6 @@ def test_bad_nbd_targets_are_one_line_errors(guest):
             msg, guest.backend.log_text(), guest.xd.tool(
                 "xenstore-ls", "-f", "/local/domain/0/backend").stdout)
         assert "nbd" in msg, msg
-
-
-def xfio_env(g):
-    from test_fio_engine import engine_env
-    return engine_env(g)
 
 
 # ---- qcow2 ---------------------------------------------------------------
@@ -322,7 +299,7 @@ def test_restarted_backend_adopts_a_guest_on_nbd(guest):
     attach_spec(guest, f"target={uri(sock)}")
     fe = f"/local/domain/{guest.domid}/device/vbd/51728/state"
     r = guest.fio_under_backend_restart(
-        ["--name=x", f"--ioengine=external:{os.path.join(BUILD, 'lib', 'xbd-fio.so')}",
+        ["--name=x", f"--ioengine=external:{ENGINE}",
          "--xbd_domain=g1", "--xbd_vdev=xvdb", f"--xbd_rundir={guest.rundir}",
          "--rw=randwrite", "--bs=4k", "--iodepth=16", "--size=12M",
          "--rate_iops=1500", "--verify=md5", "--do_verify=1", "--verify_fatal=1"],
@@ -357,3 +334,158 @@ def test_qcow2_daemon_killed_is_an_error_node(guest):
     assert raw
     fio_ok(xfio(guest, "--rw=randwrite", "--bs=4k", "--size=1M",
                 "--verify=crc32c", "--do_verify=1", vdev="xvdc"))
+
+
+@pytest.fixture
+def blackhole():
+    """A TCP address on 127.0.0.1 whose connects hang: a listening socket
+    with a backlog of 0 that never accepts, its queue filled by two
+    connections of our own, so the kernel drops every further SYN."""
+    srv = socket.socket()
+    srv.bind(("127.0.0.1", 0))
+    srv.listen(0)
+    port = srv.getsockname()[1]
+    fillers = []
+    try:
+        for _ in range(3):
+            c = socket.socket()
+            c.setblocking(False)
+            c.connect_ex(("127.0.0.1", port))
+            fillers.append(c)
+        time.sleep(0.2)
+        yield f"nbd://127.0.0.1:{port}/x"
+    finally:
+        for c in fillers:
+            c.close()
+        srv.close()
+
+
+@need_nbdkit
+def test_unreachable_server_does_not_hold_other_disks(guest, blackhole):
+    """One vbd's NBD server does not answer (its TCP connect hangs until
+    the driver's 10 s bound): meanwhile another disk of the same backend
+    attaches and does I/O, so the control thread is not the one waiting
+    (the open runs on a helper thread).  The hanging disk then fails
+    with a one-line error."""
+    hung = subprocess.Popen(
+        [binary("xbd"), "--platform", "local", "block-attach", "g1",
+         f"vdev=xvdc, access=rw, target={blackhole}", "--timeout", "30"],
+        env=guest.env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        be = f"/local/domain/0/backend/vbd/{guest.domid}/51744"
+        wait_until(lambda: guest.xd.tool("xenstore-read", f"{be}/params",
+                                         check=False).returncode == 0,
+                   timeout=10, what="the hanging disk's nodes")
+        time.sleep(0.3)                 # the backend is inside its connect
+        t = time.monotonic()
+        img = guest.disk(size=8 * MiB)
+        sock = os.path.join(guest.rundir, "ok.sock")
+        nbdkit(guest, sock, "file", f"file={img}")
+        attach_spec(guest, f"target={uri(sock)}")
+        fio_ok(xfio(guest, "--rw=randwrite", "--bs=4k", "--size=1M",
+                    "--verify=crc32c", "--do_verify=1"))
+        took = time.monotonic() - t
+        print(f"other disk attached and verified in {took:.2f} s "
+              "while the hanging connect went on")
+        # the hanging attach has not ended yet: nothing waited for it
+        assert hung.poll() is None, hung.communicate()
+        out, err = hung.communicate(timeout=40)
+    finally:
+        if hung.poll() is None:
+            hung.kill()
+            hung.wait()
+    assert hung.returncode != 0, out
+    msg = err.strip()
+    assert len(msg.splitlines()) == 1 and "no answer" in msg, msg
+    guest.detach()
+
+
+def qcow2_allocated(img):
+    """Bytes of guest data the image's own clusters hold (qemu-img map)."""
+    import json
+    r = qemu_img("map", "--output=json", img)
+    assert r.returncode == 0, r.stderr
+    return sum(e["length"] for e in json.loads(r.stdout) if e["data"])
+
+
+@need_qemu
+def test_qcow2_discard_frees_clusters(guest):
+    """fio's trim through the guest reaches QEMU's qcow2 code (the daemon
+    opens the image with discard=unmap): the clusters are freed (qemu-img
+    map), the image is consistent (qemu-img check) and the file shrinks."""
+    img = os.path.join(guest.rundir, "dis.qcow2")
+    assert qemu_img("create", "-f", "qcow2", img, "32M").returncode == 0
+    attach_spec(guest, f"format=qcow2, target={img}")
+    fio_ok(xfio(guest, "--rw=write", "--bs=1M", "--size=8M", "--end_fsync=1"))
+    guest.detach()
+    wait_until(lambda: qemu_img("check", img).returncode == 0, timeout=10,
+               what="qemu-storage-daemon stopped")
+    full, full_blocks = qcow2_allocated(img), os.stat(img).st_blocks
+    assert full == 8 * MiB, qemu_img("map", img).stdout
+    attach_spec(guest, f"format=qcow2, target={img}")
+    fio_ok(xfio(guest, "--rw=trim", "--bs=1M", "--size=6M"))
+    guest.detach()
+    wait_until(lambda: qemu_img("check", img).returncode == 0, timeout=10,
+               what="qemu-storage-daemon stopped")
+    assert qcow2_allocated(img) == 2 * MiB, qemu_img("map", img).stdout
+    assert os.stat(img).st_blocks * 512 <= full_blocks * 512 - 5 * MiB
+
+
+@need_qemu
+def test_qcow2_daemon_socket_is_in_the_rundir(guest):
+    """The daemon's private directory is $XBD_RUNDIR/qcow2/vbd-XXXXXX
+    (mode 0700), not /tmp, and goes with the vbd; a $XBD_RUNDIR/qcow2
+    that is a link (planted by someone else) is refused."""
+    img = os.path.join(guest.rundir, "s.qcow2")
+    assert qemu_img("create", "-f", "qcow2", img, "8M").returncode == 0
+    base = os.path.join(guest.rundir, "qcow2")
+    attach_spec(guest, f"format=qcow2, target={img}")
+    dirs = os.listdir(base)
+    assert len(dirs) == 1 and dirs[0].startswith("vbd-"), dirs
+    st = os.lstat(os.path.join(base, dirs[0]))
+    assert st.st_mode & 0o777 == 0o700
+    assert os.path.exists(os.path.join(base, dirs[0], "sock"))
+    assert os.lstat(base).st_mode & 0o777 == 0o700
+    fio_ok(xfio(guest, "--rw=randwrite", "--bs=4k", "--size=1M",
+                "--verify=crc32c", "--do_verify=1"))
+    guest.detach()
+    wait_until(lambda: not os.listdir(base), timeout=10,
+               what="the daemon's directory removed")
+    os.rmdir(base)
+    elsewhere = os.path.join(guest.rundir, "elsewhere")
+    os.mkdir(elsewhere, 0o700)
+    os.symlink(elsewhere, base)
+    r = attach_spec(guest, f"format=qcow2, target={img}", vdev="xvdc",
+                    check=False)
+    msg = r.stderr.strip()
+    assert r.returncode != 0 and len(msg.splitlines()) == 1, msg
+    assert "not a directory" in msg, msg
+    assert not os.listdir(elsewhere)
+
+
+@need_nbdkit
+def test_detached_while_its_server_does_not_answer(guest, blackhole):
+    """A disk detached (block-detach --force) while its backend is still
+    inside the connect: when the open ends, nothing is written for it (no
+    error node bringing its directory back), and the vdev attaches again
+    to a server that answers."""
+    r = guest.xbd("block-attach", "g1", f"vdev=xvdc, access=rw, target={blackhole}",
+                  "--timeout", "1", check=False)
+    assert r.returncode != 0 and "answered" in r.stderr, r.stderr
+    guest.xbd("block-detach", "--force", "g1", "xvdc")
+    be = f"/local/domain/0/backend/vbd/{guest.domid}/51744"
+
+    def back():
+        return guest.xd.tool("xenstore-ls", be, check=False).returncode == 0
+
+    # the open ends (10 s bound): the log says so, or the directory is back
+    wait_until(lambda: back() or "detached while its store was opening"
+               in guest.backend.log_text(), timeout=30, what="the open's end")
+    time.sleep(0.3)
+    assert not back(), guest.xd.tool("xenstore-ls", "-f", be, check=False).stdout
+    img = guest.disk(size=8 * MiB)
+    sock = os.path.join(guest.rundir, "ok.sock")
+    nbdkit(guest, sock, "file", f"file={img}")
+    attach_spec(guest, f"target={uri(sock)}", vdev="xvdc")
+    fio_ok(xfio(guest, "--rw=randwrite", "--bs=4k", "--size=1M", "--verify=crc32c",
+                "--do_verify=1", vdev="xvdc"))

@@ -1,10 +1,13 @@
 # SPDX-License-Identifier: MIT
 """The rbd driver against a real single-node Ceph cluster from Debian's
 packages: one monitor (msgr v2 on 127.0.0.1 and a free port) and one
-memstore OSD, authentication off, pool size 1, in a private directory
-with a private ceph.conf (nothing under /etc/ceph), no manager.  The
-cluster is made once per module and SIGKILLed at the end (an OSD takes
-seconds to stop on SIGTERM; memstore keeps nothing worth writing out)."""
+OSD, authentication off, pool size 1, in a private directory with a
+private ceph.conf (nothing under /etc/ceph), no manager.  The `ceph`
+cluster's OSD is on memstore (fast, in RAM) and is made once per module;
+the `ceph_bluestore` cluster's OSD is on bluestore over a sparse file,
+for the one test that kills the OSD and starts it again (memstore loses
+its data on a kill).  Both are SIGKILLed at the end (an OSD takes
+seconds to stop on SIGTERM; the tests' clients are closed by then)."""
 import os
 import shutil
 import signal
@@ -17,6 +20,7 @@ import uuid
 import pytest
 
 from guest_fixtures import guest, fio_ok, wait_until  # noqa: F401
+from storage_fixtures import ENGINE, VERIFY, fio_under_fault, restart_backend, xfio_env
 from test_fio_engine import xfio
 
 MiB = 1 << 20
@@ -39,9 +43,7 @@ osd pool default min size = 1
 osd pool default pg num = 8
 osd pool default pgp num = 8
 osd crush chooseleaf type = 0
-osd objectstore = memstore
-memstore device bytes = 1073741824
-memstore page set = true
+{objectstore}
 osd min pg log entries = 10
 osd max pg log entries = 100
 osd op history size = 0
@@ -60,6 +62,24 @@ admin socket = {d}/client.$pid.asok
 log file = {d}/client.$pid.log
 """
 
+# memstore: the data in RAM, written out only on a clean stop.  bluestore:
+# a sparse 1 GiB file in the cluster's directory (block.db and WAL on it),
+# a small cache, no fsck at mount, so that a killed OSD restarts at once.
+OBJECTSTORES = {
+    "memstore": """osd objectstore = memstore
+memstore device bytes = 1073741824
+memstore page set = true""",
+    "bluestore": """osd objectstore = bluestore
+bluestore block path = {d}/osd/block.file
+bluestore block size = 1073741824
+bluestore block create = true
+bluestore block db create = false
+bluestore block wal create = false
+bluestore cache size = 67108864
+bluestore fsck on mount = false
+osd memory target = 268435456""",
+}
+
 
 def free_port():
     with socket.socket() as s:
@@ -68,7 +88,7 @@ def free_port():
 
 
 class Ceph:
-    def __init__(self, d):
+    def __init__(self, d, objectstore="memstore"):
         self.d = d
         self.conf = os.path.join(d, "ceph.conf")
         self.procs = {}
@@ -76,7 +96,9 @@ class Ceph:
             os.makedirs(os.path.join(d, sub))
         fsid = str(uuid.uuid4())
         with open(self.conf, "w") as f:
-            f.write(CONF.format(fsid=fsid, port=free_port(), d=d))
+            store = OBJECTSTORES[objectstore].format(d=d)
+            f.write(CONF.format(fsid=fsid, port=free_port(), d=d,
+                                objectstore=store))
         port = open(self.conf).read().split("127.0.0.1:")[1].split()[0]
         monmap = os.path.join(d, "monmap")
         self.run("monmaptool", "--create", "--add", "a", f"v2:127.0.0.1:{port}",
@@ -107,13 +129,22 @@ class Ceph:
         self.procs[name] = subprocess.Popen([*argv, "-c", self.conf, "-f"],
                                             stdout=log, stderr=subprocess.STDOUT)
 
-    def osd_up(self):
+    def osd_up_from(self):
+        """The osdmap epoch osd.0 last came up at, or 0 while it is down."""
         out = self.ceph("osd", "dump", check=False, timeout=10)
-        return any(line.startswith("osd.0 up") for line in out.splitlines())
+        for line in out.splitlines():
+            w = line.split()
+            if line.startswith("osd.0 up") and "up_from" in w:
+                return int(w[w.index("up_from") + 1])
+        return 0
 
     def start_osd(self):
+        """Start osd.0 and wait until the monitor has it up, and up since
+        a newer map than before (a restarted OSD's boot)."""
+        before = self.osd_up_from() if "mon" in self.procs else 0
         self.start("osd", "ceph-osd", "-i", "0")
-        wait_until(self.osd_up, timeout=30, what="osd.0 up")
+        wait_until(lambda: self.osd_up_from() > before, timeout=30,
+                   what="osd.0 up")
 
     def kill(self, name, sig=signal.SIGKILL):
         p = self.procs.pop(name, None)
@@ -126,19 +157,28 @@ class Ceph:
             self.kill(name)
 
 
-@pytest.fixture(scope="module")
-def ceph():
-    d = tempfile.mkdtemp(prefix="xbd-ceph-")
+def cluster(objectstore):
+    d = tempfile.mkdtemp(prefix=f"xbd-ceph-{objectstore}-")
     c = None
     try:
         t = time.monotonic()
-        c = Ceph(d)
-        print(f"ceph cluster up in {time.monotonic() - t:.1f} s")
+        c = Ceph(d, objectstore)
+        print(f"ceph cluster ({objectstore}) up in {time.monotonic() - t:.1f} s")
         yield c
     finally:
         if c:
             c.stop()
         shutil.rmtree(d, ignore_errors=True)
+
+
+@pytest.fixture(scope="module")
+def ceph():
+    yield from cluster("memstore")
+
+
+@pytest.fixture(scope="module")
+def ceph_bluestore():
+    yield from cluster("bluestore")
 
 
 def rbd_target(ceph, image):
@@ -148,9 +188,6 @@ def rbd_target(ceph, image):
 def attach(g, spec, vdev="xvdb", access="rw", check=True):
     return g.xbd("block-attach", "g1", f"vdev={vdev}, access={access}, {spec}",
                  "--timeout", "30", check=check)
-
-
-VERIFY = ["--rw=randwrite", "--verify=crc32c", "--do_verify=1", "--verify_fatal=1"]
 
 
 @pytest.mark.parametrize("bs,qd", [("4k", 1), ("4k", 64), ("1M", 64)])
@@ -211,18 +248,6 @@ def test_rbd_bad_targets_are_one_line_errors(ceph, guest):
         assert why in msg, msg
 
 
-def fio_popen(guest, *args):
-    from test_storage_nbd import xfio_env
-    from conftest import BUILD
-    return subprocess.Popen(
-        ["fio", "--output-format=terse", "--terse-version=3",
-         "--verify_state_save=0", "--name=x",
-         f"--ioengine=external:{os.path.join(BUILD, 'lib', 'xbd-fio.so')}",
-         "--xbd_domain=g1", "--xbd_vdev=xvdb", f"--xbd_rundir={guest.rundir}",
-         *args], cwd=guest.rundir, env=xfio_env(guest), stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE, text=True)
-
-
 def test_rbd_osd_frozen_under_a_writer_is_a_stall(ceph, guest):
     """The OSD frozen (SIGSTOP) for 3 s under fio verify, then thawed: the
     guest sees a stall, every request completes and verify passes.  (Not
@@ -230,44 +255,88 @@ def test_rbd_osd_frozen_under_a_writer_is_a_stall(ceph, guest):
     killed OSD comes back without the image.)"""
     ceph.rbd("create", "--size", "32M", "rbd/freeze")
     attach(guest, f"target={rbd_target(ceph, 'freeze')}")
-    fio = fio_popen(guest, *VERIFY, "--bs=4k", "--iodepth=16", "--size=8M",
-                    "--rate_iops=1000")
     osd = ceph.procs["osd"]
-    try:
-        time.sleep(1.5)
-        assert fio.poll() is None, fio.communicate()
+
+    def freeze():
         osd.send_signal(signal.SIGSTOP)
         time.sleep(3)
         osd.send_signal(signal.SIGCONT)
-        out, err = fio.communicate(timeout=180)
-    finally:
-        osd.send_signal(signal.SIGCONT)
-        if fio.poll() is None:
-            fio.kill()
-            fio.wait()
-    assert fio.returncode == 0, guest.backend.log_text()[-3000:]
-    res = fio_ok(subprocess.CompletedProcess(fio.args, fio.returncode, out, err))
+
+    r = fio_under_fault(guest, [*VERIFY, "--bs=4k", "--iodepth=16", "--size=8M",
+                                "--rate_iops=1000"], freeze,
+                        cleanup=lambda: osd.send_signal(signal.SIGCONT))
+    assert r.returncode == 0, guest.backend.log_text()[-3000:]
+    res = fio_ok(r)
     assert res[0]["write_kb"] == 8192 and res[0]["read_kb"] == 8192, res
 
 
-def test_rbd_outage_past_the_limit_fails_then_recovers(ceph, guest):
-    """storage_outage_ms=2000 and the OSD frozen for 6 s: the requests
-    fail (rados_osd_op_timeout), the disk works again once it is back."""
-    from test_storage_nbd import restart_backend
+def test_rbd_osd_killed_and_restarted_under_a_writer(ceph_bluestore, guest):
+    """The OSD (bluestore on a file) SIGKILLed under fio verify and started
+    again 1 s later: the guest sees a stall, not an error (the outage is
+    well within storage_outage_ms), every request completes and verify
+    passes; the image holds the data after (rbd export)."""
+    ceph = ceph_bluestore
+    ceph.rbd("create", "--size", "32M", "rbd/killed")
+    attach(guest, f"target={rbd_target(ceph, 'killed')}")
+    times = {}
+
+    def kill_and_restart():
+        ceph.kill("osd")
+        time.sleep(1)
+        t = time.monotonic()
+        ceph.start_osd()
+        times["restart"] = time.monotonic() - t
+
+    r = fio_under_fault(guest, [*VERIFY, "--bs=4k", "--iodepth=16", "--size=8M",
+                                "--rate_iops=1000"], kill_and_restart)
+    print(f"osd restarted and up in {times.get('restart', -1):.1f} s")
+    assert r.returncode == 0, guest.backend.log_text()[-3000:]
+    res = fio_ok(r)
+    assert res[0]["write_kb"] == 8192 and res[0]["read_kb"] == 8192, res
+    assert "failed" not in guest.backend.log_text()
+    guest.detach()
+    dump = os.path.join(guest.rundir, "killed.raw")
+    ceph.rbd("export", "rbd/killed", dump)
+    with open(dump, "rb") as f:
+        assert any(f.read(8 * MiB))
+
+
+@pytest.mark.parametrize("how", ["frozen", "killed"])
+def test_rbd_outage_past_the_limit_fails_then_recovers(request, guest, how):
+    """storage_outage_ms=2000 and the OSD frozen (memstore cluster) or
+    killed (bluestore cluster) while the guest reads: the requests fail
+    (rados_osd_op_timeout), and the disk works again once the OSD is
+    back (thawed, or started again with its data)."""
+    ceph = request.getfixturevalue("ceph" if how == "frozen" else "ceph_bluestore")
     restart_backend(guest, "--storage_outage_ms=2000")
-    ceph.rbd("create", "--size", "16M", "rbd/outage")
-    attach(guest, f"target={rbd_target(ceph, 'outage')}")
-    fio_ok(xfio(guest, "--rw=write", "--bs=4k", "--size=1M"))
+    img = f"outage-{how}"
+    ceph.rbd("create", "--size", "16M", f"rbd/{img}")
+    attach(guest, f"target={rbd_target(ceph, img)}")
+    fio_ok(xfio(guest, "--rw=write", "--bs=4k", "--size=1M", "--buffer_pattern=0x6b"))
     osd = ceph.procs["osd"]
-    osd.send_signal(signal.SIGSTOP)
+    if how == "frozen":
+        osd.send_signal(signal.SIGSTOP)
+    else:
+        ceph.kill("osd")
     try:
         r = xfio(guest, "--rw=read", "--bs=4k", "--size=64k", timeout=60)
     finally:
         time.sleep(1)
-        osd.send_signal(signal.SIGCONT)
+        if how == "frozen":
+            osd.send_signal(signal.SIGCONT)
+        else:
+            ceph.start_osd()
     assert r.returncode != 0, r.stdout
     assert "timed out" in guest.backend.log_text()
-    fio_ok(xfio(guest, "--rw=randwrite", "--bs=4k", "--size=1M",
+    # What was written before the outage is there, and the disk takes
+    # more.  A restarted OSD is up in the map before its placement groups
+    # are active again: a read in between still times out (2 s here).
+    def reads_back():
+        return xfio(guest, "--rw=read", "--bs=4k", "--size=1M", "--verify=pattern",
+                    "--verify_pattern=0x6b", "--verify_only=1").returncode == 0
+
+    wait_until(reads_back, timeout=90, what="the data read back after the outage")
+    fio_ok(xfio(guest, "--rw=randwrite", "--bs=4k", "--size=1M", "--offset=4M",
                 "--verify=crc32c", "--do_verify=1", "--verify_fatal=1"))
 
 
@@ -298,13 +367,11 @@ def test_two_machines_share_one_image(ceph, daemons, guest, tmp_path):
 def test_restarted_backend_adopts_a_guest_on_rbd(ceph, guest):
     """The backend SIGKILLed under fio verify on an rbd disk: the new one
     adopts the ring (journal) and opens the image again; verify passes."""
-    from test_storage_nbd import xfio_env
-    from conftest import BUILD
     ceph.rbd("create", "--size", "32M", "rbd/adopt")
     attach(guest, f"target={rbd_target(ceph, 'adopt')}")
     fe = f"/local/domain/{guest.domid}/device/vbd/51728/state"
     r = guest.fio_under_backend_restart(
-        ["--name=x", f"--ioengine=external:{os.path.join(BUILD, 'lib', 'xbd-fio.so')}",
+        ["--name=x", f"--ioengine=external:{ENGINE}",
          "--xbd_domain=g1", "--xbd_vdev=xvdb", f"--xbd_rundir={guest.rundir}",
          "--rw=randwrite", "--bs=4k", "--iodepth=16", "--size=8M",
          "--rate_iops=1500", "--verify=md5", "--do_verify=1", "--verify_fatal=1"],
@@ -313,3 +380,33 @@ def test_restarted_backend_adopts_a_guest_on_rbd(ceph, guest):
         .stdout.strip() == "4")
     res = fio_ok(r)
     assert res[0]["write_kb"] == res[0]["read_kb"] == 8 * 1024, res
+
+
+def test_rbd_resize_grows_the_guest_disk(ceph, guest):
+    """`rbd resize` of an attached image (another client changes the
+    header; librbd refreshes it): the backend's size check sees it and
+    the guest's disk file grows; `xbd block-resize` refuses an rbd disk
+    (it grows files) with one line."""
+    ceph.rbd("create", "--size", "16M", "rbd/grow")
+    attach(guest, f"target={rbd_target(ceph, 'grow')}")
+    dev = os.path.join(guest.dev_dir, "xvdb")
+    guest.start_blkfront(wait_for=dev)
+    assert os.stat(dev).st_size == 16 * MiB
+    ceph.rbd("resize", "--size", "48M", "rbd/grow")
+    wait_until(lambda: os.stat(dev).st_size == 48 * MiB, timeout=15,
+               what="the disk file grown to 48 MiB")
+    with open(dev, "r+b") as f:
+        f.seek(48 * MiB - 65536)
+        f.write(b"\x3c" * 65536)
+        os.fsync(f.fileno())
+    r = guest.xbd("block-resize", "g1", "xvdb", "64M", check=False)
+    assert r.returncode == 1 and "served by the rbd driver" in r.stderr, r.stderr
+    assert len(r.stderr.strip().splitlines()) == 1
+    guest.blkfront.stop()
+    guest.blkfront = None
+    guest.detach()
+    dump = os.path.join(guest.rundir, "grow.raw")
+    ceph.rbd("export", "rbd/grow", dump)
+    with open(dump, "rb") as f:
+        data = f.read()
+    assert len(data) == 48 * MiB and data[-65536:] == b"\x3c" * 65536

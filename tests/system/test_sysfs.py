@@ -86,7 +86,7 @@ def test_parameters_as_linux(daemons, machine, backends):
     assert names - set(LINUX) == {"max_indirect_segments", "grant_copy_max_bytes",
                                   "io_wait_poll", "max_queue_pages", "max_vbd_pages",
                                   "max_total_pages", "max_connects_per_second",
-                                  "storage_outage_ms"} | {
+                                  "storage_outage_ms", "size_check_ms"} | {
         f"default_{k}{b}" for k in ("read_iops", "write_iops", "read_bps", "write_bps")
         for b in ("", "_burst")}
     for name, (default, mode) in LINUX.items():
@@ -143,6 +143,7 @@ def test_devices_and_max_queues_next_connection(daemons, machine, backends, tmp_
     assert cat(machine, f"{vbd}/physical_device") == "0:0\n"
     assert cat(machine, f"{vbd}/nodename") == be + "\n"
     assert cat(machine, f"{vbd}/storage") == f"raw {img}\n"
+    assert cat(machine, f"{vbd}/sectors") == f"{(1 << 20) // 512}\n"
     for counter in ("oo_req", "rd_req", "wr_req", "f_req", "ds_req", "rd_sect",
                     "wr_sect"):
         assert cat(machine, f"{vbd}/statistics/{counter}") == "0\n"

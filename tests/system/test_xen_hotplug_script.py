@@ -78,3 +78,25 @@ def test_unknown_command_and_missing_xenbus_path_fail(hotplug):
     assert r.returncode == 1 and "unknown command 'online'" in r.stderr
     r, _ = hotplug("add", env={"XENBUS_PATH": ""})
     assert r.returncode == 1 and "XENBUS_PATH is not set" in r.stderr
+
+
+@pytest.mark.parametrize("params", [
+    "nbd://storage1:10809/vm", "nbd+unix:///vm?socket=/run/vm.sock",
+    "rbd:rbd/vm1:conf=/etc/ceph/ceph.conf", "qcow2:IMG", "raw:IMG"])
+def test_add_of_other_storage_drivers_reports_connected(hotplug, tmp_path, params):
+    """Targets of the nbd, rbd and qcow2 drivers (Documentation/storage.md):
+    network ones are the backend's to reach; FORMAT:PATH checks PATH."""
+    img = tmp_path / "disk.img"
+    img.write_bytes(b"\0" * 4096)
+    params = params.replace("IMG", str(img))
+    r, nodes = hotplug("add", params=params)
+    assert r.returncode == 0, r.stderr
+    assert nodes == {"hotplug-status": "connected", "hotplug-error": None}
+
+
+def test_add_checks_the_path_of_a_format_prefix(hotplug):
+    r, nodes = hotplug("add", params="qcow2:/nonexistent/vm.qcow2")
+    assert r.returncode == 1
+    assert "/nonexistent/vm.qcow2 does not exist" in nodes["hotplug-error"]
+    r, nodes = hotplug("add", params="rbd:")
+    assert r.returncode == 1 and nodes["hotplug-status"] == "error"

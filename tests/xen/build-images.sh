@@ -5,7 +5,8 @@
 #   domu-initrd.cpio.gz  busybox + xen-blkfront.ko + xenstore-read/watch +
 #                        guest/domu-init
 #   dom0-base.cpio.gz    busybox, bash and the tools the hotplug scripts
-#                        need, the Xen 4.17 userspace (xl, C xenstored,
+#                        need, nbdkit and QEMU's storage tools (phase N),
+#                        the Xen 4.17 userspace (xl, C xenstored,
 #                        xenconsoled, xen-init-dom0, xenstore-*), /etc/xen,
 #                        the dom0 Xen modules, the domU kernel + initrd,
 #                        guest/dom0-init as /init
@@ -83,6 +84,13 @@ for f in /bin/bash /usr/sbin/losetup /usr/bin/flock /usr/bin/stat /usr/bin/readl
 	add_file "$D" "$f"
 done
 add_file "$D" $(find "$XEN_LIBEXEC/bin" -type f -perm -u+x)
+# phase N's stores, when installed (nbdkit, qemu-utils, qemu-system-common):
+# nbdkit with its file plugin, qemu-storage-daemon (xbd-blkback's qcow2
+# driver starts it) and qemu-img
+NBDKIT_PLUGIN=/usr/lib/x86_64-linux-gnu/nbdkit/plugins/nbdkit-file-plugin.so
+for f in /usr/bin/nbdkit "$NBDKIT_PLUGIN" /usr/bin/qemu-storage-daemon /usr/bin/qemu-img; do
+	if [ -e "$f" ]; then add_file "$D" "$f"; else log "no $f: phase N skips its store"; fi
+done
 for f in /usr/bin/xenstore*; do [ -L "$f" ] || add_file "$D" "$f"; done
 for t in xl xenstored xenconsoled xen-init-dom0; do
 	ln -sf "$XEN_LIBEXEC/bin/$t" "$D/usr/sbin/$t"

@@ -5,21 +5,22 @@
 #
 # Usage: run.sh --out DIR [--phases "P K H U D R"] [--mb N] [--timeout S]
 #   --out DIR      run directory: serial.log, summary.txt, qemu.cmd
-#   --phases LIST  scenario phases (default "P K H U D S R", see guest/scenario.sh)
+#   --phases LIST  scenario phases (default "P K H U D S N R", see guest/scenario.sh)
 #   --mb N         size of the dd tests in MiB (default 8)
 #   --timeout S    kill QEMU after S seconds (default 2700; a loaded host
 #                  slows TCG several times over)
 #   --set K=V      a setting for the scenario (repeatable), e.g.
 #                  URESTART=0 leaves out phase U's backend restart,
-#                  SKILLS=3 SROUNDS=s1 shortens phase S (guest/phase-s.sh)
+#                  SKILLS=3 SROUNDS=s1 shortens phase S (guest/phase-s.sh),
+#                  UQUICK=1 keeps only phase U's r1 and online resize
 # Environment: XBD_BUILD (default ./build) holds bin/xbd-test-platform
-# (required) and bin/xbd-blkback (copied when present); XBD_XEN_OUT holds
+# (required), bin/xbd-blkback and bin/xbd (copied when present); XBD_XEN_OUT holds
 # the images.  Exit status 0 when dom0 ran the scenario to its end; the
 # results themselves are checked by test_xen.py.
 set -uo pipefail
 source "$(dirname "$0")/common.sh"
 
-OUT="" PHASES="P K H U D S R" MB=8 TIMEOUT=2700 SETS=()
+OUT="" PHASES="P K H U D S N R" MB=8 TIMEOUT=2700 SETS=()
 while [ $# -gt 0 ]; do
 	case $1 in
 	--out) OUT=$2; shift ;;
@@ -47,7 +48,8 @@ O=$OUT/overlay
 mkdir -p "$O/xbd" "$O/opt/xbd/bin" "$O/etc/xen/scripts"
 install -m 0755 "$XBD_XEN_SRC/guest/scenario.sh" "$XBD_XEN_SRC/guest/stub-backend.sh" \
 	"$XBD_XEN_SRC/guest/loop-hotplug" "$O/xbd/"
-install -m 0644 "$XBD_XEN_SRC/guest/phase-u.sh" "$XBD_XEN_SRC/guest/phase-s.sh" "$O/xbd/"
+install -m 0644 "$XBD_XEN_SRC/guest/phase-u.sh" "$XBD_XEN_SRC/guest/phase-s.sh" \
+	"$XBD_XEN_SRC/guest/phase-n.sh" "$O/xbd/"
 install -m 0755 "$SRC/tools/hotplug/xbd-block" "$O/etc/xen/scripts/xbd-block"
 # phase R: its scenario part and its domU's initrd (with the xbd frontend)
 if [[ " $PHASES " == *" R "* ]]; then
@@ -56,7 +58,7 @@ if [[ " $PHASES " == *" R "* ]]; then
 fi
 printf 'PHASES="%s"\nMB=%d\n' "$PHASES" "$MB" > "$O/xbd/config"
 for kv in "${SETS[@]}"; do printf '%s=%q\n' "${kv%%=*}" "${kv#*=}" >> "$O/xbd/config"; done
-for p in xbd-test-platform xbd-blkback; do
+for p in xbd-test-platform xbd-blkback xbd; do
 	[ -x "$BUILD/bin/$p" ] || continue
 	cp "$BUILD/bin/$p" "$O/opt/xbd/bin/"
 	for lib in $(ldd "$BUILD/bin/$p" | grep -o '/[^ ]*'); do

@@ -11,6 +11,10 @@
 #      blkback unloaded and a stub backend answering the state machine:
 #      add writes hotplug-status=connected, remove runs, a missing target
 #      fails with hotplug-error
+#   N  xbd-blkback serving the domU's xen-blkfront from an nbd export
+#      (nbdkit in dom0) and a qcow2 image (qemu-storage-daemon), each
+#      attached by the real xl through script=xbd-block (guest/phase-n.sh);
+#      run after H, before U (which destroys the domU)
 #   U  xbd-blkback serving the domU's xen-blkfront (guest/phase-u.sh)
 #   D  domain queries about the domU: alive, dying (held by our mapping
 #      of its console grant) after xl destroy, then gone; with U, what
@@ -159,7 +163,7 @@ name = "$DOMU"
 type = "pv"
 kernel = "/boot/vmlinuz-domu"
 ramdisk = "/boot/domu-initrd.cpio.gz"
-extra = "console=hvc0 quiet xbd_md5=$1 xbd_mb=$MB xbd_blkfront=max_queues=2,max_ring_page_order=2 xbd_k=$(has K && echo 1) xbd_cmd=$(has U && echo 1)"
+extra = "console=hvc0 quiet xbd_md5=$1 xbd_mb=$MB xbd_blkfront=max_queues=2,max_ring_page_order=2 xbd_k=$(has K && echo 1) xbd_cmd=$({ has U || has N; } && echo 1)"
 memory = 256
 vcpus = 2
 on_poweroff = "destroy"
@@ -288,7 +292,7 @@ phase_d() {
 
 echo "XBDXEN-SCENARIO-START phases='$PHASES' mb=$MB"
 has P && timed phase-P phase_p
-if has K || has H || has U || has D; then
+if has K || has H || has U || has D || has N; then
 	dd if=/dev/urandom of=/srv/k.img bs=1M count=$MB 2>/dev/null
 	echo "XBDXEN-K image-md5 | - | $(md5sum < /srv/k.img | cut -d' ' -f1)"
 	create_domu "$(md5sum < /srv/k.img | cut -d' ' -f1)"
@@ -296,11 +300,13 @@ fi
 has K && timed phase-K phase_k
 has R && . /xbd/phase-r.sh && r_create   # its domU boots during H and D
 has H && timed phase-H phase_h
+# N before U: U (or D) destroys the domU at its end
+has N && . /xbd/phase-n.sh && UPHASE=N timed phase-N phase_n
 has U && timed phase-U phase_u
 has D && timed phase-D phase_d
 has S && . /xbd/phase-s.sh && UPHASE=S timed phase-S phase_s
 { has U || has S; } && u_stop
-if { has U || has S; } && has R && ! [ -d /sys/module/xen_blkback ]; then
+if { has U || has S || has N; } && has R && ! [ -d /sys/module/xen_blkback ]; then
 	insmod "$(grep xen-blkback /etc/xbd-xen/modules)" && echo "XBDXEN-U insmod | - | ok"
 fi
 has R && timed phase-R phase_r
