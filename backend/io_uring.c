@@ -31,6 +31,40 @@
 #define UD_TAGS  4096u
 #define UD_FLUSH 1u
 
+/*
+ * ThreadSanitizer sees neither the mmap nor the munmap of a ring: liburing
+ * (2.3, built without libc) makes them as raw system calls.  A queue's new
+ * ring may be mapped where a stopped queue's ring was (unmapped on the
+ * reaper thread, which the control thread has not joined yet): TSan took
+ * the new queue thread's first look at its CQ head for a race with the old
+ * thread's last store there.  The kernel orders the munmap before the
+ * mmap that reuses the pages; say so to TSan, page by page, with a
+ * release on each page of a ring before it is unmapped and an acquire on
+ * each page of a ring just mapped (an edge only between the old and new
+ * owners of the same page).  gcc defines __SANITIZE_THREAD__.
+ */
+#ifdef __SANITIZE_THREAD__
+#include <sanitizer/tsan_interface.h>
+
+static void tsan_ring_pages(const struct io_uring *r, void (*edge)(void *))
+{
+	const struct { void *p; size_t n; } m[] = {
+		{ r->sq.ring_ptr, r->sq.ring_sz },
+		{ r->cq.ring_ptr, r->cq.ring_sz },   /* the same, one mmap */
+		{ r->sq.sqes, r->sq.ring_entries * sizeof(struct io_uring_sqe) },
+	};
+
+	for (size_t i = 0; i < sizeof(m) / sizeof(m[0]); i++)
+		for (size_t off = 0; m[i].p && off < m[i].n; off += 4096)
+			edge((char *)m[i].p + off);
+}
+#define TSAN_RING_MAPPED(r)    tsan_ring_pages(r, __tsan_acquire)
+#define TSAN_RING_UNMAPPING(r) tsan_ring_pages(r, __tsan_release)
+#else
+#define TSAN_RING_MAPPED(r)    ((void)(r))
+#define TSAN_RING_UNMAPPING(r) ((void)(r))
+#endif
+
 /* Not an answer yet: the request is in io_uring, or waits for memory. */
 #define IO_SUBMITTED 1
 #define IO_WAITING 2
@@ -174,6 +208,7 @@ int be_io_init(struct be_io *io, const struct be_io_cfg *cfg)
 	rc = io_uring_queue_init(2 * io->nr_slots + 4, &io->uring, 0);
 	if (rc)
 		goto out;
+	TSAN_RING_MAPPED(&io->uring);
 	io->uring_ready = true;
 	io->loop = (struct storage_loop){ &io->uring, loop_complete, io };
 	rc = storage_queue_open(cfg->storage, cfg->queue_index, io->nr_slots,
@@ -787,6 +822,7 @@ void be_io_destroy(struct be_io *io)
 		push(io);
 		storage_queue_close(io->cfg.storage, io->sq);
 		io->sq = NULL;
+		TSAN_RING_UNMAPPING(&io->uring);
 		io_uring_queue_exit(&io->uring);
 		io->uring_ready = false;
 	}

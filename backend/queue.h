@@ -76,7 +76,8 @@ struct be_queue {
 	int done_fd;                  /* eventfd: queue thread -> control */
 	pthread_t thread;
 	bool thread_up;
-	int result;                   /* written by the thread before done_fd */
+	int result;                   /* written by the thread before done_fd;
+	                               * read after reading done_fd or joining */
 	struct be_journal *jr;        /* written by the thread while it runs */
 	struct be_stats stats;
 };

@@ -1090,10 +1090,18 @@ void be_dev_check_size(struct backend_dev *d)
 void be_dev_queue_done(struct backend_dev *d, unsigned int q)
 {
 	const struct be_queue *bq;
+	uint64_t n;
 
 	if (q >= d->nr_queues)
 		return;
 	bq = &d->queues[q];
+	/* Consume the queue thread's report before reading what it wrote
+	 * (ring.broken, ring.faulted, result): this read of done_fd pairs
+	 * with the thread's write, the eventfd orders the two.  poll()'s
+	 * POLLIN alone orders nothing (ThreadSanitizer reported the race).
+	 * Nothing to read: the thread has not reported, nothing to do. */
+	if (read(bq->done_fd, &n, sizeof(n)) != sizeof(n))
+		return;
 	if (bq->ring.broken)
 		be_fatal(d, -EIO, "queue %u: frontend overran its ring (req_prod %u)", q,
 			 bq->ring.bad_prod);

@@ -11,7 +11,9 @@ libcmocka-dev python3 python3-pytest python3-pyxs
 fio dpkg-dev nbdkit libnbd-dev libnbd-bin qemu-system-common qemu-utils gnuplot-nox
 librbd-dev ceph-mon ceph-osd ceph-common
 clang libclang-rt-14-dev valgrind util-linux procps psmisc groff-base
-cppcheck clang-tidy"
+cppcheck clang-tidy libtsan2"
+# libtsan2: gcc's ThreadSanitizer runtime (make check-tsan; gcc pulls it in
+# too); util-linux: setarch, which check-tsan runs it under where needed.
 # dpkg-dev: dpkg-source, which scripts/fio-src.sh unpacks fio's source
 # package with (the fio engine builds on fio's own headers).
 # `make check-xen` (tests/xen: Xen + a Linux PV dom0 booted under

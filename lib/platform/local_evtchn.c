@@ -21,10 +21,19 @@
  * table and FIFO.  Whatever is read from a table or FIFO another process
  * writes is range-checked before use.
  *
- * Threads: a handle is used by one thread at a time.
+ * Threads: as with libxenevtchn, several threads may notify (and unmask)
+ * through one handle at once: libxbdfront notifies outside its channel
+ * lock, so two submitters of one queue do (ThreadSanitizer caught two
+ * threads growing the list of peer tables at once).  The caches a handle
+ * grows on first use (the peer tables it mapped, their FIFOs it opened)
+ * are read without a lock, each entry published complete with a release
+ * store, and grown under grow_lock, which looks again before it adds.
+ * Entries live until close.  Open, bind and close: one thread, with no
+ * other using the handle.
  */
 #include <errno.h>
 #include <fcntl.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -41,20 +50,22 @@
 struct ev_domain {
 	struct ev_domain *next;
 	xbd_domid_t domid;
-	bool stale;                 /* the domain died; a new one gets a new entry */
+	bool stale;                 /* atomic: the domain died; a new one gets a new entry */
 	const struct local_state *state;
 	struct local_port *ports;
-	int fifo[LOCAL_NR_SLOTS];   /* -1: not opened yet */
+	int fifo[LOCAL_NR_SLOTS];   /* atomic; -1: not opened yet (grow_lock) */
 };
 
-/* Used by one thread at a time; close unbinds our ports, then frees. */
+/* Threads: see the top of the file; close unbinds our ports, then frees. */
 struct local_evtchn {
 	struct xbd_evtchn pub;
 	xbd_domid_t self;
 	uint32_t slot;
 	int lock_fd;                /* holds the slot's byte lock */
 	int fifo_fd;                /* our FIFO: the pollable fd */
-	struct ev_domain *doms;     /* every table mapped, self's included */
+	struct ev_domain *doms;     /* atomic head: every table mapped, self's
+	                             * included; grown under grow_lock */
+	pthread_mutex_t grow_lock;
 	struct ev_domain *own;      /* self's, in doms */
 };
 
@@ -75,20 +86,32 @@ static void ev_domain_free(struct ev_domain *ed)
 	free(ed);
 }
 
-static int ev_domain_get(struct local_evtchn *e, xbd_domid_t domid,
-			 struct ev_domain **out)
+static struct ev_domain *ev_domain_find(struct local_evtchn *e, xbd_domid_t domid)
 {
 	struct ev_domain *ed;
+
+	for (ed = __atomic_load_n(&e->doms, __ATOMIC_ACQUIRE); ed; ed = ed->next) {
+		if (ed->domid != domid || __atomic_load_n(&ed->stale, __ATOMIC_RELAXED))
+			continue;
+		if (ed != e->own && __atomic_load_n(&ed->state->dying, __ATOMIC_ACQUIRE)) {
+			/* destroyed, maybe re-created: look again */
+			__atomic_store_n(&ed->stale, true, __ATOMIC_RELAXED);
+			continue;
+		}
+		return ed;
+	}
+	return NULL;
+}
+
+/* Map domid's table and add it to the list.  grow_lock held. */
+static int ev_domain_add(struct local_evtchn *e, xbd_domid_t domid,
+			 struct ev_domain **out)
+{
+	struct ev_domain *ed = ev_domain_find(e, domid);
 	void *m;
 	int rc;
 
-	for (ed = e->doms; ed; ed = ed->next) {
-		if (ed->domid != domid || ed->stale)
-			continue;
-		if (ed != e->own && __atomic_load_n(&ed->state->dying, __ATOMIC_ACQUIRE)) {
-			ed->stale = true;   /* destroyed, maybe re-created: look again */
-			continue;
-		}
+	if (ed) {                     /* another thread added it meanwhile */
 		*out = ed;
 		return 0;
 	}
@@ -111,9 +134,23 @@ static int ev_domain_get(struct local_evtchn *e, xbd_domid_t domid,
 	}
 	ed->ports = m;
 	ed->next = e->doms;
-	e->doms = ed;
+	__atomic_store_n(&e->doms, ed, __ATOMIC_RELEASE);   /* complete */
 	*out = ed;
 	return 0;
+}
+
+static int ev_domain_get(struct local_evtchn *e, xbd_domid_t domid,
+			 struct ev_domain **out)
+{
+	int rc;
+
+	*out = ev_domain_find(e, domid);
+	if (*out)
+		return 0;
+	pthread_mutex_lock(&e->grow_lock);
+	rc = ev_domain_add(e, domid, out);
+	pthread_mutex_unlock(&e->grow_lock);
+	return rc;
 }
 
 static struct local_port *own_ports(struct local_evtchn *e)
@@ -129,13 +166,19 @@ static void wake(struct local_evtchn *e, struct ev_domain *ed, uint32_t port)
 
 	if (owner == 0 || owner > LOCAL_NR_SLOTS)
 		return;   /* nobody to wake (or a scribbled table) */
-	fd = ed->fifo[owner - 1];
+	fd = __atomic_load_n(&ed->fifo[owner - 1], __ATOMIC_ACQUIRE);
 	if (fd < 0) {
-		snprintf(name, sizeof(name), "evtchn.%u", owner - 1);
-		fd = local_open(e->pub.p, ed->domid, name, O_RDWR | O_NONBLOCK);
+		pthread_mutex_lock(&e->grow_lock);
+		fd = ed->fifo[owner - 1];     /* another thread may have opened it */
+		if (fd < 0) {
+			snprintf(name, sizeof(name), "evtchn.%u", owner - 1);
+			fd = local_open(e->pub.p, ed->domid, name, O_RDWR | O_NONBLOCK);
+			if (fd >= 0)
+				__atomic_store_n(&ed->fifo[owner - 1], fd, __ATOMIC_RELEASE);
+		}
+		pthread_mutex_unlock(&e->grow_lock);
 		if (fd < 0)
 			return;   /* the owner is gone: the event is dropped */
-		ed->fifo[owner - 1] = fd;
 	}
 	/* A full FIFO means the owner has thousands of undelivered ports:
 	 * dropping is what Xen does with an overflowing queue too. */
@@ -244,6 +287,7 @@ int local_evtchn_open(struct xbd_platform *p, xbd_domid_t self,
 	e->pub.p = p;
 	e->self = self;
 	e->fifo_fd = -1;
+	pthread_mutex_init(&e->grow_lock, NULL);
 	e->lock_fd = local_open(p, self, "evtchn.lock", O_RDWR);
 	if (e->lock_fd < 0) {
 		rc = e->lock_fd;
@@ -490,5 +534,6 @@ void local_evtchn_close(struct xbd_evtchn *pub)
 		close(e->fifo_fd);
 	if (e->lock_fd >= 0)
 		close(e->lock_fd);   /* frees the slot */
+	pthread_mutex_destroy(&e->grow_lock);
 	free(e);
 }

@@ -30,7 +30,16 @@ BIN = os.path.join(BUILD, "bin")
 TIME_LIMIT = float(os.environ.get("XBD_TEST_TIME_LIMIT", "300"))
 
 BAD_LOG_WORDS = ("AddressSanitizer", "LeakSanitizer", "runtime error:",
-                 "Assertion", "assertion", "fatal error")
+                 "ThreadSanitizer", "Assertion", "assertion", "fatal error")
+
+# The ThreadSanitizer build (build-tsan/, `make check-tsan`): every report
+# is written to the log ("WARNING: ThreadSanitizer: data race"), which
+# fails the test like any sanitizer report; a process that reported also
+# exits with 66.  Suppressions, each with its reason: the checked-in file.
+TSAN_SUPPRESSIONS = os.path.join(os.path.dirname(os.path.abspath(__file__)),
+                                 "..", "..", "scripts", "tsan-suppressions.txt")
+TSAN_OPTIONS = ("halt_on_error=0:exitcode=66:second_deadlock_stack=1:"
+                "suppressions=" + os.path.abspath(TSAN_SUPPRESSIONS))
 
 
 def binary(name):
@@ -43,6 +52,7 @@ def sanitizer_env(env=None):
     env = dict(os.environ if env is None else env)
     env.setdefault("ASAN_OPTIONS", "detect_leaks=1:abort_on_error=0")
     env.setdefault("UBSAN_OPTIONS", "print_stacktrace=1:halt_on_error=1")
+    env.setdefault("TSAN_OPTIONS", TSAN_OPTIONS)
     return env
 
 

@@ -145,6 +145,7 @@ def fio_ok(r):
     """The terse v3 line of a fio run that must have succeeded: the fields
     by name (read/write IOPS, total errors)."""
     assert r.returncode == 0, (r.stdout, r.stderr)
+    assert "Sanitizer" not in r.stderr, r.stderr    # a report in the engine
     lines = [x for x in r.stdout.splitlines() if x.startswith("3;")]
     assert lines, r.stdout
     out = []

@@ -8,18 +8,18 @@ import subprocess
 
 import pytest
 
-from conftest import BUILD
+from conftest import BUILD, TSAN_OPTIONS
 from guest_fixtures import guest, fio_ok  # noqa: F401
 
 MiB = 1 << 20
 ENGINE = os.path.join(BUILD, "lib", "xbd-fio.so")
 
 
-def sanitizer_preload():
+def sanitizer_preload(names=("libasan.so", "libubsan.so")):
     """The sanitizer build's engine needs the sanitizer runtimes first in
     the (uninstrumented) fio process."""
     libs = []
-    for name in ("libasan.so", "libubsan.so"):
+    for name in names:
         r = subprocess.run(["gcc", f"-print-file-name={name}"],
                            capture_output=True, text=True)
         path = os.path.realpath(r.stdout.strip())
@@ -35,6 +35,11 @@ def engine_env(g):
         # fio itself is not built for LeakSanitizer; the engine's own
         # cleanup is checked by the cycle tests of libxbdfront.
         env["ASAN_OPTIONS"] = "detect_leaks=0:abort_on_error=0"
+    elif "-tsan" in BUILD:
+        # fio's own accesses are not instrumented (unseen), its thread
+        # and lock calls are: the engine's threads are checked.
+        env["LD_PRELOAD"] = sanitizer_preload(("libtsan.so",))
+        env.setdefault("TSAN_OPTIONS", TSAN_OPTIONS)
     return env
 
 

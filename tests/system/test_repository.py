@@ -6,7 +6,7 @@ import os
 import re
 
 ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
-SKIP_DIRS = {".git", "build", "build-asan", "build-fuzz", "build-deb",
+SKIP_DIRS = {".git", "build", "build-asan", "build-tsan", "build-fuzz", "build-deb",
              "__pycache__", "corpus", "results"}
 # written in pieces so that this file does not match itself
 OUTSIDE = re.compile("|".join([r"\.\./" + "shared", "/work/" + "shared",

@@ -174,8 +174,8 @@ static inline void get_rsp(struct gring *r, uint64_t *id, int16_t *status)
 static inline void gring_roundtrip(struct guest *g, struct gring *r, uint64_t sector,
 				   unsigned int wpage, unsigned int rpage)
 {
-	uint64_t id;
-	int16_t st;
+	uint64_t id = 0;    /* fail_msg() does not return; -O1 cannot tell */
+	int16_t st = 0;
 	RING_IDX old = r->prod;
 
 	for (size_t k = 0; k < 4096; k++)

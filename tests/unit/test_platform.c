@@ -798,7 +798,7 @@ static void test_evtchn_cas_bounded(void **state)
 struct flipper {
 	uint32_t *word;
 	uint32_t a, b;
-	volatile bool stop;
+	bool stop;                    /* atomic: set by the test, read by the flipper */
 	unsigned long flips;
 };
 
@@ -806,7 +806,7 @@ static void *flip_main(void *arg)
 {
 	struct flipper *fl = arg;
 
-	while (!fl->stop) {
+	while (!__atomic_load_n(&fl->stop, __ATOMIC_RELAXED)) {
 		__atomic_store_n(fl->word, fl->a, __ATOMIC_RELAXED);
 		__atomic_store_n(fl->word, fl->b, __ATOMIC_RELAXED);
 		__atomic_fetch_add(&fl->flips, 1, __ATOMIC_RELAXED);
@@ -854,7 +854,7 @@ static void test_evtchn_cas_flipper(void **state)
 		assert_true(rc == 0 || rc == -EPROTO);
 		hostile += rc == -EPROTO;
 	}
-	fl.stop = true;
+	__atomic_store_n(&fl.stop, true, __ATOMIC_RELAXED);
 	pthread_join(t, NULL);
 	print_message("notify: %d of 20000 gave up (%lu flips)\n", hostile, fl.flips);
 
@@ -871,7 +871,7 @@ static void test_evtchn_cas_flipper(void **state)
 		assert_true(rc == 0 || rc == -EPROTO);
 		hostile += rc == -EPROTO;
 	}
-	fl.stop = true;
+	__atomic_store_n(&fl.stop, true, __ATOMIC_RELAXED);
 	pthread_join(t, NULL);
 	print_message("unmask: %d of 20000 gave up (%lu flips)\n", hostile, fl.flips);
 	munmap(gports, LOCAL_NR_PORTS * sizeof(*gports));
