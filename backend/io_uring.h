@@ -22,6 +22,14 @@
  *                     cost").  Everything else (ring, grants, requests,
  *                     SQEs, completions) is the same code in both modes.
  *
+ * Polling: when the ring has gone empty and the queue is not idle (it has
+ * I/O in flight, or took or answered requests since its last sleep), the
+ * thread first spins a short, adaptive time (at most poll_duration_us)
+ * watching req_prod and its CQ, then sets req_event and looks at the ring
+ * once more (RING_FINAL_CHECK_FOR_REQUESTS) before it sleeps.  While it
+ * spins req_event is left behind req_cons, so a frontend that pushes
+ * requests sends no event.  An idle queue never spins.
+ *
  * Ordering rules:
  *   FLUSH_DISKCACHE   fdatasync, then the data (linked SQEs), as Linux's
  *                     PREFLUSH write;
@@ -149,6 +157,14 @@ struct be_io {
 	unsigned int fault_notify;  /* test only: SIGKILL at this notify (io_uring.c) */
 	struct be_replay replay;    /* adopted requests to re-run, then the ring */
 	unsigned int replay_next;
+	/* Polling (poll_duration_us; io_uring.c, "Polling"): where the ring
+	 * and the responses stood when the queue last ran out of work, when
+	 * that was (0: it has work), the mean time to the next work, and
+	 * the decisions since the last probe of a queue that does not spin */
+	RING_IDX idle_cons, idle_rsp;
+	uint64_t idle_since_ns;
+	uint64_t gap_ns;
+	unsigned int poll_skips;
 };
 
 /* 0 or -errno (-EINVAL for bad limits, io_uring setup errors, -ENOMEM). */

@@ -82,6 +82,11 @@ static const struct tunable table[TUN_COUNT] = {
 		"Network storage (nbd, qcow2, rbd): how long a lost connection stalls the "
 		"I/O of disks opened from now on before it fails; the disk works "
 		"again once the store is back (xbd only)" },
+	[TUN_POLL_DURATION_US] = {
+		"poll_duration_us", TUN_UINT, 50, 0, 1000, 0644,
+		"Longest time a queue thread spins on its ring and its completions "
+		"after the ring went empty, before it sleeps on the event channel; "
+		"adaptive below it, never on an idle queue; 0: never (xbd only)" },
 	/* I/O limits of new vbds (limit.h); the toolstack's nodes win */
 	[TUN_DEFAULT_READ_IOPS] = {
 		"default_read_iops", TUN_UINT, 0, 0, 1ull << 48, 0644,
