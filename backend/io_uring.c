@@ -14,6 +14,7 @@
 #include <errno.h>
 #include <limits.h>
 #include <poll.h>
+#include <sched.h>
 #include <signal.h>
 #include <stdlib.h>
 #include <string.h>
@@ -163,6 +164,7 @@ int be_io_init(struct be_io *io, const struct be_io_cfg *cfg)
 	memset(io, 0, sizeof(*io));
 	io->cfg = *cfg;
 	io->fault_notify = fault_notify_from_env();
+	io->poll_ns = UINT64_MAX;      /* the whole window until it learns */
 	io->wait_poll = cfg->wait == BE_IO_WAIT_POLL ||
 			(cfg->wait == BE_IO_WAIT_TUNABLE && tun_get(TUN_IO_WAIT_POLL));
 	if (req_limits_check(&cfg->limits) || cfg->limits.max_indirect_segs > IOV_MAX)
@@ -526,16 +528,18 @@ static int consume(struct be_io *io)
  * ring a fraction of a microsecond per look.  So when the ring has gone
  * empty and the queue is busy, the thread spins a while on req_prod and
  * on its CQ (completions of the storage driver, a kick, a stop) before
- * it arms req_event and sleeps.  The window adapts as NVMe hybrid
- * polling does: gap_ns is a moving mean (1/8 weight) of the time from
- * running out of work to the next work, learnt from hits and from
- * sleeps alike; the window is twice it (at least POLL_MIN_NS), never
- * more than poll_duration_us.  A queue whose mean gap does not fit the
- * window does not spin, except one probe of the whole window in
- * POLL_PROBE_EVERY decisions, so that it notices when the gap shrinks.
- * A queue with nothing in flight that has taken and answered nothing
- * since it last ran out of work is idle and never spins: an idle disk
- * burns no CPU, a burst ends in at most one window of spinning.
+ * it arms req_event and sleeps.  The window adapts, as NVMe hybrid
+ * polling follows the device's completion time: a spin that finds work
+ * after t makes the window at least 2t (it shrinks by an eighth per
+ * quicker hit), a spin that finds nothing halves it; below POLL_MIN_NS
+ * the queue stops spinning and only probes the whole window once in
+ * POLL_PROBE_EVERY decisions, so that it notices when work comes
+ * quickly again.  It never exceeds poll_duration_us.  What a first look
+ * finds (the I/O just submitted completed inline) says nothing about
+ * the wait and is not learnt from.  A queue with nothing in flight that
+ * has taken and answered nothing since it last ran out of work is idle
+ * and never spins: an idle disk burns no CPU, and a burst ends in at
+ * most one window of spinning.
  * While it spins req_event stays where the last final check put it,
  * behind req_cons whenever requests were taken since, so the frontend
  * sends no event; the final check (req_event, full barrier, req_prod
@@ -543,13 +547,6 @@ static int consume(struct be_io *io)
  */
 #define POLL_MIN_NS 2000u
 #define POLL_PROBE_EVERY 16u
-
-static void poll_learn(struct be_io *io, uint64_t gap, uint64_t max)
-{
-	if (gap > 8 * max)
-		gap = 8 * max;         /* an idle hour is one long gap, not more */
-	io->gap_ns = io->gap_ns - io->gap_ns / 8 + gap / 8;
-}
 
 /* Did the queue take or answer requests since the last decision? */
 static bool poll_worked(struct be_io *io)
@@ -562,22 +559,35 @@ static bool poll_worked(struct be_io *io)
 	return worked;
 }
 
-/* The queue ran out of work at now: how long to spin (0: not at all). */
-static uint64_t poll_window(struct be_io *io, uint64_t now)
+/* The queue ran out of work: how long to spin now (0: not at all). */
+static uint64_t poll_window(struct be_io *io, uint64_t max)
 {
-	uint64_t max = tun_get(TUN_POLL_DURATION_US) * 1000u, w;
 	bool worked = poll_worked(io);
 
-	if (worked && io->idle_since_ns)
-		poll_learn(io, now - io->idle_since_ns, max);
-	if (worked || !io->idle_since_ns)
-		io->idle_since_ns = now;   /* an idle period starts */
 	if (!max || io->stopping || (!worked && !io->inflight))
 		return 0;
-	w = 2 * io->gap_ns;
-	if (w > max)
-		return ++io->poll_skips % POLL_PROBE_EVERY ? 0 : max;
-	return w < POLL_MIN_NS ? POLL_MIN_NS : w;
+	if (io->poll_ns > max)
+		io->poll_ns = max;     /* the tunable went down */
+	if (io->poll_ns)
+		return io->poll_ns;
+	return ++io->poll_skips % POLL_PROBE_EVERY ? 0 : max;
+}
+
+/* What a spin of window w found: work after t ns, or nothing (hit false). */
+static void poll_learn(struct be_io *io, bool hit, uint64_t t, uint64_t w, uint64_t max)
+{
+	uint64_t next = io->poll_ns;
+
+	if (hit) {
+		next -= next / 8;
+		if (next < 2 * t)
+			next = 2 * t;
+		if (next < POLL_MIN_NS)
+			next = POLL_MIN_NS;
+	} else {
+		next = w / 2 < POLL_MIN_NS ? 0 : w / 2;
+	}
+	io->poll_ns = next > max ? max : next;
 }
 
 static inline void cpu_relax(void)
@@ -593,30 +603,35 @@ static inline void cpu_relax(void)
 static bool poll_spin(struct be_io *io)
 {
 	struct be_stats *s = io->cfg.stats;
-	uint64_t t0 = now_ns(), w = poll_window(io, t0), t = 0;
-	bool hit = false;
+	uint64_t max = tun_get(TUN_POLL_DURATION_US) * 1000u;
+	uint64_t w = poll_window(io, max), t0, t = 0;
+	unsigned int i;
 
 	if (!w)
 		return false;
 	/* what is queued starts now; errors are the wait's to report */
 	if (arm_storage(io) < 0 || io_uring_submit(&io->uring) < 0)
 		return false;
-	for (unsigned int i = 0;; i++) {
-		if (io_uring_cq_ready(&io->uring) || ring_pending(io->cfg.ring)) {
-			hit = true;
+	t0 = now_ns();
+	for (i = 0;; i++) {
+		if (io_uring_cq_ready(&io->uring) || ring_pending(io->cfg.ring))
 			break;
+		if ((i & 15) == 15) {
+			if ((t = now_ns() - t0) >= w)
+				break;
+			sched_yield();
 		}
-		if ((i & 15) == 15 && (t = now_ns() - t0) >= w)
-			break;
 		cpu_relax();
 	}
 	be_stat_add(&s->polls, 1);
-	if (hit) {
-		be_stat_add(&s->poll_hits, 1);
-		poll_learn(io, now_ns() - t0, w);
-		io->idle_since_ns = 0;     /* learnt: the work ends this gap */
+	if (t >= w) {
+		poll_learn(io, false, t, w, max);
+		return false;
 	}
-	return hit;
+	be_stat_add(&s->poll_hits, 1);
+	if (i)                         /* not found at the first look */
+		poll_learn(io, true, now_ns() - t0, w, max);
+	return true;
 }
 
 /*

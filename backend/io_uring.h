@@ -158,12 +158,10 @@ struct be_io {
 	struct be_replay replay;    /* adopted requests to re-run, then the ring */
 	unsigned int replay_next;
 	/* Polling (poll_duration_us; io_uring.c, "Polling"): where the ring
-	 * and the responses stood when the queue last ran out of work, when
-	 * that was (0: it has work), the mean time to the next work, and
-	 * the decisions since the last probe of a queue that does not spin */
+	 * and the responses stood at the last decision, the adaptive
+	 * window (0: not spinning, probing), decisions since */
 	RING_IDX idle_cons, idle_rsp;
-	uint64_t idle_since_ns;
-	uint64_t gap_ns;
+	uint64_t poll_ns;
 	unsigned int poll_skips;
 };
 
