@@ -436,6 +436,11 @@ static int op_write(const char *path, const char *in, size_t size, off_t off,
 	rc = tun_set((enum tun_id)n.idx, val, true);
 	if (rc == -EPERM)
 		rc = -EACCES;
+	if (rc == -EINVAL && tun_info(n.idx)->type == TUN_UINT)
+		log_warn("sysfs: %s: %.*s refused: not a number in %llu..%llu",
+			 tun_info(n.idx)->name, (int)strcspn(val, "\n"), val,
+			 (unsigned long long)tun_info(n.idx)->min,
+			 (unsigned long long)tun_info(n.idx)->max);
 	if (!rc)
 		log_info("sysfs: %s = %.*s", tun_info(n.idx)->name,
 			 (int)strcspn(val, "\n"), val);
