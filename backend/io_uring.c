@@ -12,13 +12,14 @@
  * more than that many requests be outstanding, so a slot is always free.
  */
 #include <errno.h>
+#include <fcntl.h>
 #include <limits.h>
 #include <poll.h>
-#include <sched.h>
 #include <signal.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "backend/io_uring.h"
 #include "backend/tunables.h"
@@ -162,9 +163,16 @@ int be_io_init(struct be_io *io, const struct be_io_cfg *cfg)
 	int rc;
 
 	memset(io, 0, sizeof(*io));
+	io->load_fd = -1;
 	io->cfg = *cfg;
 	io->fault_notify = fault_notify_from_env();
 	io->poll_ns = UINT64_MAX;      /* the whole window until it learns */
+	/* test only (tests/system/test_backend_poll.py): spin even on a
+	 * machine whose CPUs are all wanted, so that the spin is proven
+	 * whatever else the machine runs */
+	if (!getenv("XBD_TEST_POLL_IGNORE_LOAD"))
+		io->load_fd = open("/proc/loadavg", O_RDONLY | O_CLOEXEC);
+	io->nr_cpus = sysconf(_SC_NPROCESSORS_ONLN);
 	io->wait_poll = cfg->wait == BE_IO_WAIT_POLL ||
 			(cfg->wait == BE_IO_WAIT_TUNABLE && tun_get(TUN_IO_WAIT_POLL));
 	if (req_limits_check(&cfg->limits) || cfg->limits.max_indirect_segs > IOV_MAX)
@@ -534,7 +542,12 @@ static int consume(struct be_io *io)
  * quicker hit), a spin that finds nothing halves it; below POLL_MIN_NS
  * the queue stops spinning and only probes the whole window once in
  * POLL_PROBE_EVERY decisions, so that it notices when work comes
- * quickly again.  It never exceeds poll_duration_us.  What a first look
+ * quickly again.  It never exceeds poll_duration_us.  A spin that finds
+ * it lost the CPU meanwhile (two looks POLL_LOST_CPU_NS apart, where 16
+ * looks take a microsecond or two) stops, and the queue only probes
+ * until a probe hits: on a machine with more runnable threads than
+ * CPUs a spinner takes the CPU from the thread it waits for, and a
+ * sleeper is the one the scheduler runs first when it wakes.  What a first look
  * finds (the I/O just submitted completed inline) says nothing about
  * the wait and is not learnt from.  A queue with nothing in flight that
  * has taken and answered nothing since it last ran out of work is idle
@@ -547,6 +560,35 @@ static int consume(struct be_io *io)
  */
 #define POLL_MIN_NS 2000u
 #define POLL_PROBE_EVERY 16u
+#define POLL_LOST_CPU_NS 20000u
+#define POLL_LOAD_EVERY_NS 10000000u   /* look at the run queues every 10 ms */
+
+/*
+ * Is every CPU wanted?  /proc/loadavg's fourth field is the number of
+ * threads runnable right now (this one included); with more of them
+ * than online CPUs a spinner takes a CPU from a thread that could run,
+ * perhaps the very frontend it waits for, so the queue does not spin.
+ * Looked at every POLL_LOAD_EVERY_NS at most (a read costs some
+ * microseconds); without /proc the machine counts as not busy.
+ */
+static bool machine_busy(struct be_io *io, uint64_t now)
+{
+	char buf[128], *slash;
+	ssize_t n;
+
+	if (io->load_fd < 0 || now - io->load_ns < POLL_LOAD_EVERY_NS)
+		return io->load_busy;
+	io->load_ns = now;
+	n = pread(io->load_fd, buf, sizeof(buf) - 1, 0);
+	if (n <= 0)
+		return io->load_busy = false;
+	buf[n] = '\0';
+	slash = strchr(buf, '/');
+	while (slash && slash > buf && slash[-1] >= '0' && slash[-1] <= '9')
+		slash--;
+	io->load_busy = slash && strtol(slash, NULL, 10) > io->nr_cpus;
+	return io->load_busy;
+}
 
 /* Did the queue take or answer requests since the last decision? */
 static bool poll_worked(struct be_io *io)
@@ -564,7 +606,8 @@ static uint64_t poll_window(struct be_io *io, uint64_t max)
 {
 	bool worked = poll_worked(io);
 
-	if (!max || io->stopping || (!worked && !io->inflight))
+	if (!max || io->stopping || (!worked && !io->inflight) ||
+	    machine_busy(io, now_ns()))
 		return 0;
 	if (io->poll_ns > max)
 		io->poll_ns = max;     /* the tunable went down */
@@ -605,6 +648,7 @@ static bool poll_spin(struct be_io *io)
 	struct be_stats *s = io->cfg.stats;
 	uint64_t max = tun_get(TUN_POLL_DURATION_US) * 1000u;
 	uint64_t w = poll_window(io, max), t0, t = 0;
+	bool lost = false;
 	unsigned int i;
 
 	if (!w)
@@ -617,13 +661,23 @@ static bool poll_spin(struct be_io *io)
 		if (io_uring_cq_ready(&io->uring) || ring_pending(io->cfg.ring))
 			break;
 		if ((i & 15) == 15) {
-			if ((t = now_ns() - t0) >= w)
+			uint64_t prev = t;
+
+			t = now_ns() - t0;
+			if (t >= w)
 				break;
-			sched_yield();
+			if (t - prev > POLL_LOST_CPU_NS) {
+				lost = true;   /* preempted: the CPU is wanted */
+				break;
+			}
 		}
 		cpu_relax();
 	}
 	be_stat_add(&s->polls, 1);
+	if (lost) {
+		io->poll_ns = 0;       /* probe again later, not spin now */
+		return false;
+	}
 	if (t >= w) {
 		poll_learn(io, false, t, w, max);
 		return false;
@@ -861,6 +915,9 @@ void be_io_destroy(struct be_io *io)
 		io_uring_queue_exit(&io->uring);
 		io->uring_ready = false;
 	}
+	if (io->load_fd >= 0)
+		close(io->load_fd);
+	io->load_fd = -1;
 	be_replay_free(&io->replay);
 	free(io->slots);
 	free(io->slot_mem);

@@ -162,6 +162,10 @@ struct be_io {
 	 * window (0: not spinning, probing), decisions since */
 	RING_IDX idle_cons, idle_rsp;
 	uint64_t poll_ns;
+	int load_fd;                /* /proc/loadavg, or -1 */
+	long nr_cpus;
+	uint64_t load_ns;           /* when it was last read */
+	bool load_busy;             /* more threads runnable than CPUs then */
 	unsigned int poll_skips;
 };
 

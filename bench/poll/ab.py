@@ -52,6 +52,26 @@ def vbd_stats(m):
     return out
 
 
+def proc_cpu(pid):
+    """user + system seconds, voluntary and involuntary context switches
+    of every thread of pid."""
+    with open(f"/proc/{pid}/stat") as f:
+        v = f.read().rsplit(")", 1)[1].split()
+    cpu = (int(v[11]) + int(v[12])) / os.sysconf("SC_CLK_TCK")
+    vol = invol = 0
+    for t in os.listdir(f"/proc/{pid}/task"):
+        try:
+            with open(f"/proc/{pid}/task/{t}/status") as f:
+                for line in f:
+                    if line.startswith("voluntary_ctxt_switches"):
+                        vol += int(line.split()[1])
+                    elif line.startswith("nonvoluntary_ctxt_switches"):
+                        invol += int(line.split()[1])
+        except OSError:
+            pass
+    return cpu, vol, invol
+
+
 def run_fio(m, build, qd, fe, seconds, pin):
     cmd = (["taskset", "-c", "1"] if pin else []) + ["fio", "--name=r", "--rw=randread", "--bs=4k", f"--iodepth={qd}",
            "--size=64M", "--time_based", f"--runtime={seconds}",
@@ -64,10 +84,15 @@ def run_fio(m, build, qd, fe, seconds, pin):
     t = threading.Timer(seconds / 2 + 0.5, lambda: st.append(vbd_stats(m)))
     t2 = threading.Timer(seconds - 0.2, lambda: st.append(vbd_stats(m)))
     t.start(), t2.start()
+    b0 = proc_cpu(m.blkback.proc.pid)
+    import resource
+    r0 = resource.getrusage(resource.RUSAGE_CHILDREN)
     j0 = busy_jiffies()
     out = subprocess.run(cmd, capture_output=True, text=True, env=m.env,
                          timeout=seconds * 4 + 60)
     j1 = busy_jiffies()
+    r1 = resource.getrusage(resource.RUSAGE_CHILDREN)
+    b1 = proc_cpu(m.blkback.proc.pid)
     t.join(), t2.join()
     if len(st) == 2 and st[1]["rd_req"] > st[0]["rd_req"]:
         n = st[1]["rd_req"] - st[0]["rd_req"]
@@ -79,6 +104,10 @@ def run_fio(m, build, qd, fe, seconds, pin):
     js = json.loads(out.stdout[out.stdout.index("{"):])
     rd = js["jobs"][0]["read"]
     ios = rd["total_ios"] or 1
+    fio_cpu = (r1.ru_utime + r1.ru_stime - r0.ru_utime - r0.ru_stime)
+    print(f"   per I/O: backend {(b1[0] - b0[0]) / ios * 1e6:.2f} us CPU, "
+          f"{(b1[1] - b0[1]) / ios:.2f} sleeps, {(b1[2] - b0[2]) / ios:.3f} preemptions; "
+          f"fio {fio_cpu / ios * 1e6:.2f} us CPU", flush=True)
     hz = os.sysconf("SC_CLK_TCK")
     return rd["iops"], (j1 - j0) / hz / ios * 1e6
 
