@@ -12,7 +12,7 @@ xbd_poll_duration_us.  Prints IOPS and the machine's busy CPU per I/O
 (/proc/stat, all processes) for every run, then the median of each.
 
 usage: bench/poll/ab.py [BUILD] [--rounds N] [--seconds S] [--qd 1,64]
-                        [--be 0,50] [--fe 50] [--pin]
+                        [--be 0,50] [--fe 50] [--pin] [--ignore-load]
 --pin runs xbd-blkback on CPU 0 and fio on CPU 1 (as a backend domain and
 a guest have their own vCPUs on Xen); without, the scheduler places them.
 """
@@ -120,10 +120,15 @@ def main():
     ap.add_argument("--qd", default="1,64")
     ap.add_argument("--be", default="0,50")
     ap.add_argument("--fe", default="50")
+    ap.add_argument("--ignore-load", action="store_true",
+                    help="spin even when every CPU is wanted "
+                    "(XBD_TEST_POLL_IGNORE_LOAD)")
     ap.add_argument("--pin", action="store_true",
                     help="xbd-blkback on CPU 0, fio on CPU 1")
     a = ap.parse_args()
     build = os.path.abspath(a.build)
+    if a.ignore_load:
+        os.environ["XBD_TEST_POLL_IGNORE_LOAD"] = "1"
     work = tempfile.mkdtemp(prefix="xbd-poll-ab.")
     store = os.path.join("/dev/shm", os.path.basename(work) + ".img")
     with open(store, "wb") as f:
