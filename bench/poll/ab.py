@@ -9,7 +9,9 @@ at each depth, ROUNDS times with the settings interleaved: the backend's
 poll_duration_us is written into the sysfs-style tree between runs (it
 takes effect at once), the frontend's is the engine's
 xbd_poll_duration_us.  Prints IOPS and the machine's busy CPU per I/O
-(/proc/stat, all processes) for every run, then the median of each.
+(/proc/stat, all processes: other users of the machine included), the
+CPU per I/O of xbd-blkback and of fio alone, and the backend's event and
+poll counters per request, for every run, then the median of each.
 
 usage: bench/poll/ab.py [BUILD] [--rounds N] [--seconds S] [--qd 1,64]
                         [--be 0,50] [--fe 50] [--pin] [--ignore-load]
@@ -53,23 +55,10 @@ def vbd_stats(m):
 
 
 def proc_cpu(pid):
-    """user + system seconds, voluntary and involuntary context switches
-    of every thread of pid."""
+    """user + system seconds of every thread of pid."""
     with open(f"/proc/{pid}/stat") as f:
         v = f.read().rsplit(")", 1)[1].split()
-    cpu = (int(v[11]) + int(v[12])) / os.sysconf("SC_CLK_TCK")
-    vol = invol = 0
-    for t in os.listdir(f"/proc/{pid}/task"):
-        try:
-            with open(f"/proc/{pid}/task/{t}/status") as f:
-                for line in f:
-                    if line.startswith("voluntary_ctxt_switches"):
-                        vol += int(line.split()[1])
-                    elif line.startswith("nonvoluntary_ctxt_switches"):
-                        invol += int(line.split()[1])
-        except OSError:
-            pass
-    return cpu, vol, invol
+    return (int(v[11]) + int(v[12])) / os.sysconf("SC_CLK_TCK")
 
 
 def run_fio(m, build, qd, fe, seconds, pin):
@@ -105,8 +94,7 @@ def run_fio(m, build, qd, fe, seconds, pin):
     rd = js["jobs"][0]["read"]
     ios = rd["total_ios"] or 1
     fio_cpu = (r1.ru_utime + r1.ru_stime - r0.ru_utime - r0.ru_stime)
-    print(f"   per I/O: backend {(b1[0] - b0[0]) / ios * 1e6:.2f} us CPU, "
-          f"{(b1[1] - b0[1]) / ios:.2f} sleeps, {(b1[2] - b0[2]) / ios:.3f} preemptions; "
+    print(f"   per I/O: xbd-blkback {(b1 - b0) / ios * 1e6:.2f} us CPU, "
           f"fio {fio_cpu / ios * 1e6:.2f} us CPU", flush=True)
     hz = os.sysconf("SC_CLK_TCK")
     return rd["iops"], (j1 - j0) / hz / ios * 1e6
