@@ -167,10 +167,11 @@ int be_io_init(struct be_io *io, const struct be_io_cfg *cfg)
 	io->cfg = *cfg;
 	io->fault_notify = fault_notify_from_env();
 	io->poll_ns = UINT64_MAX;      /* the whole window until it learns */
-	/* test only (tests/system/test_backend_poll.py): spin even on a
-	 * machine whose CPUs are all wanted, so that the spin is proven
-	 * whatever else the machine runs */
-	if (!getenv("XBD_TEST_POLL_IGNORE_LOAD"))
+	/* test only (test_backend_poll.py, test_io_uring.c): spin even on
+	 * a machine whose CPUs are all wanted, and on after a preemption,
+	 * so that the spin is proven whatever else the machine runs */
+	io->poll_any_load = getenv("XBD_TEST_POLL_IGNORE_LOAD") != NULL;
+	if (!io->poll_any_load)
 		io->load_fd = open("/proc/loadavg", O_RDONLY | O_CLOEXEC);
 	io->nr_cpus = sysconf(_SC_NPROCESSORS_ONLN);
 	io->wait_poll = cfg->wait == BE_IO_WAIT_POLL ||
@@ -666,7 +667,7 @@ static bool poll_spin(struct be_io *io)
 			t = now_ns() - t0;
 			if (t >= w)
 				break;
-			if (t - prev > POLL_LOST_CPU_NS) {
+			if (t - prev > POLL_LOST_CPU_NS && !io->poll_any_load) {
 				lost = true;   /* preempted: the CPU is wanted */
 				break;
 			}

@@ -166,6 +166,7 @@ struct be_io {
 	long nr_cpus;
 	uint64_t load_ns;           /* when it was last read */
 	bool load_busy;             /* more threads runnable than CPUs then */
+	bool poll_any_load;         /* test only: spin whatever the load */
 	unsigned int poll_skips;
 };
 
