@@ -8,12 +8,13 @@
 #           FUSE file, to a loop device over the same backing file, and
 #           to the backing file itself
 # Random reads 4k at QD64, one job.  Prints IOPS, MB/s and the ratio to
-# the host, then the engine's scaling from one queue to two (2 jobs).  Environment: XBD_BUILD (required), XBD_BENCH_SECONDS (5),
-# XBD_BENCH_MB (256).  Needs root (loop device, FUSE).
+# the host, then the engine's scaling from one queue to two (2 jobs).  Environment: XBD_BUILD (required), XBD_BENCH_SECONDS (3;
+# BENCH_QUICK: 1), XBD_BENCH_MB (256).  Needs root (loop device, FUSE).
 set -u
 B="${XBD_BUILD:?}/bin"
 ENGINE="${XBD_BUILD}/lib/xbd-fio.so"
-SECS="${XBD_BENCH_SECONDS:-5}"
+case "${BENCH_QUICK:-0}" in ""|0) secs=3 ;; *) secs=1 ;; esac
+SECS="${XBD_BENCH_SECONDS:-$secs}"
 MB="${XBD_BENCH_MB:-256}"
 D=$(mktemp -d /tmp/xbd-bench.XXXXXX)
 chmod 755 "$D"

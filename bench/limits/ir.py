@@ -31,6 +31,13 @@ def thread_ir(prog, path, extra, n, work):
     return parse.callgrind_threads(texts, "be_io_run_once")[0]
 
 
+def per_request(prog, path, extra, counts=COUNTS):
+    """The queue thread's instructions per request, setup cancelled out."""
+    with tempfile.TemporaryDirectory() as work:
+        a, b = (thread_ir(prog, path, extra, n, work) for n in counts)
+    return (b - a) / (counts[1] - counts[0])
+
+
 def main():
     prog, path, modes = sys.argv[1], sys.argv[2], sys.argv[3:]
     base = None
@@ -39,9 +46,7 @@ def main():
             p, extra = mode[4:], []
         else:
             p, extra = prog, ["--limit", mode]
-        with tempfile.TemporaryDirectory() as work:
-            a, b = (thread_ir(p, path, extra, n, work) for n in COUNTS)
-        ir = (b - a) / (COUNTS[1] - COUNTS[0])
+        ir = per_request(p, path, extra)
         base = base or ir
         print(f"  {mode if not mode.startswith('bin=') else 'other build':<11} "
               f"{ir:8.0f} Ir/request (queue thread)  ratio {ir / base:.4f}")

@@ -6,12 +6,19 @@
   qcow2  a qcow2 image: fio's nbd engine on a qemu-storage-daemon export
          of it (the arguments xbd's qcow2 driver uses), then fio through
          xbd with format=qcow2 (xbd-blkback starts its own daemon)
+  rbd    a single-node Ceph cluster (one monitor, one memstore OSD, no
+         manager), started and SIGKILLed here with the tests' own code
+         (tests/system/test_storage_rbd.py's Ceph): fio's rbd engine on
+         an image, then fio through xbd's rbd driver on the same image;
+         skipped, with the reason recorded, when Ceph is not installed
 
-Each line: the workload, both IOPS and the ratio xbd / fio.  The machine
-and its load are printed first; the figures mean nothing without them.
-A missing program stops the run with its Debian package named.
-rbd is not here yet (its cluster set-up lives in the tests).
+Each line: the workload, both IOPS and the ratio xbd / fio; the result
+goes to bench/results/storage-*.json (quick runs: bench/results/quick/)
+with the machine, the commit and the load, for bench/suite/docs.py.
+A missing nbdkit, qemu or fio stops the run with its Debian package
+named.  BENCH_SECONDS per run (3; BENCH_QUICK: 1).
 """
+import json
 import os
 import shutil
 import signal
@@ -20,8 +27,14 @@ import sys
 import tempfile
 import time
 
+HERE = os.path.dirname(os.path.abspath(__file__))
+TOP = os.path.dirname(os.path.dirname(HERE))
+sys.path.insert(0, os.path.join(TOP, "bench", "suite"))
+import runinfo  # noqa: E402
+
 BUILD = os.path.abspath(sys.argv[1])
-SECONDS = int(os.environ.get("BENCH_SECONDS", "5"))
+SECONDS = int(os.environ.get("BENCH_SECONDS", "1" if runinfo.quick() else "3"))
+RESULTS = []
 WORKLOADS = [("randread", "4k", 32), ("randwrite", "4k", 32), ("read", "1M", 8)]
 
 
@@ -80,11 +93,13 @@ class Machine:
                     p.wait()
 
 
-def fio(env, engine_args, rw, bs, qd, cwd):
+def fio(env, engine_args, rw, bs, qd, cwd, timed=True):
+    """IOPS of one fio run on the first 64 MiB; timed=False: one pass."""
+    when = ["--time_based", f"--runtime={SECONDS}"] if timed else []
     r = subprocess.run(["fio", "--output-format=terse", "--terse-version=3",
                         "--name=b", *engine_args, f"--rw={rw}", f"--bs={bs}",
-                        f"--iodepth={qd}", "--size=64M", "--time_based",
-                        f"--runtime={SECONDS}", "--verify_state_save=0"],
+                        f"--iodepth={qd}", "--size=64M", *when,
+                        "--verify_state_save=0"],
                        env=env, cwd=cwd, capture_output=True, text=True,
                        timeout=SECONDS + 120)
     if r.returncode:
@@ -97,12 +112,55 @@ def xbd_args(m):
             "--xbd_vdev=xvdb", f"--xbd_rundir={m.d}"]
 
 
+def record(store, engine, rw, bs, qd, base, ours):
+    RESULTS.append({"store": store, "workload": f"{bs} {rw} QD{qd}", "rw": rw, "bs": bs,
+                    "qd": qd, "fio_engine": engine, "fio_iops": base, "xbd_iops": ours})
+    print(f"{store:6s} {rw:9s} {bs:3s} QD{qd:<3d} fio-{engine} {base:8d} IOPS  "
+          f"xbd {ours:8d} IOPS  ratio {ours / base:.2f}", flush=True)
+
+
 def compare(name, m, uri, cwd):
     for rw, bs, qd in WORKLOADS:
         base = fio(os.environ, ["--ioengine=nbd", f"--uri={uri}"], rw, bs, qd, cwd)
         ours = fio(m.env, xbd_args(m), rw, bs, qd, cwd)
-        print(f"{name:6s} {rw:9s} {bs:3s} QD{qd:<3d} fio-nbd {base:8d} IOPS  "
-              f"xbd {ours:8d} IOPS  ratio {ours / base:.2f}", flush=True)
+        record(name, "nbd", rw, bs, qd, base, ours)
+
+
+def rbd(m, cwd):
+    """xbd's rbd driver against fio's rbd engine on one image of a
+    private single-node cluster; returns the reason when it cannot run."""
+    sys.path.insert(0, os.path.join(TOP, "tests", "system"))
+    os.environ.setdefault("XBD_BUILD", BUILD)
+    try:
+        import test_storage_rbd as t
+    except ImportError as e:
+        return f"the Ceph test code does not import ({e})"
+    missing = [p for p in t.TOOLS if shutil.which(p) is None]
+    if missing:
+        return (f"Ceph is not installed ({', '.join(missing)} missing; make deps: "
+                "ceph-mon ceph-osd ceph-common)")
+    d = tempfile.mkdtemp(prefix="xbd-bench-ceph-")
+    c = None
+    try:
+        c = t.Ceph(d)
+        c.rbd("create", "--size", "256M", "rbd/bench")
+        env = dict(os.environ, CEPH_CONF=c.conf)
+        eng = ["--ioengine=rbd", "--clientname=admin", "--pool=rbd", "--rbdname=bench"]
+        # written once, so neither side reads objects that do not exist
+        fio(env, eng, "write", "1M", 8, cwd, timed=False)
+        m.xbd("block-attach", "g1", f"vdev=xvdb, access=rw, target={t.rbd_target(c, 'bench')}")
+        try:
+            for rw, bs, qd in WORKLOADS:
+                base = fio(env, eng, rw, bs, qd, cwd)
+                ours = fio(m.env, xbd_args(m), rw, bs, qd, cwd)
+                record("rbd", "rbd", rw, bs, qd, base, ours)
+        finally:
+            m.xbd("block-detach", "g1", "xvdb")
+    finally:
+        if c:
+            c.stop()
+        shutil.rmtree(d, ignore_errors=True)
+    return None
 
 
 def qsd(img, sock, d):
@@ -136,11 +194,15 @@ def main():
                       ("qemu-storage-daemon", "qemu-system-common"),
                       ("qemu-img", "qemu-utils")]:
         need(prog, pkg)
-    print(f"machine: {os.cpu_count()} CPUs, load {os.getloadavg()[0]:.2f}, "
-          f"{time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}, {SECONDS} s a run")
+    res = runinfo.header("xbd storage drivers")
+    res.update({"seconds": SECONDS, "results": RESULTS, "skipped": []})
+    print(f"machine: {os.cpu_count()} × {res['machine']['cpu']}, load "
+          f"{os.getloadavg()[0]:.2f}, {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}, "
+          f"{SECONDS} s a run")
     d = tempfile.mkdtemp(prefix="xbd-bench-storage-")
     m = None
     servers = []
+    failed = False
     try:
         m = Machine(d)
         sock = os.path.join(d, "nbd.sock")
@@ -165,11 +227,17 @@ def main():
             m.xbd("block-attach", "g1", f"format=qcow2, vdev=xvdb, access=rw, target={img}")
             ours = fio(m.env, xbd_args(m), rw, bs, qd, d)
             m.xbd("block-detach", "g1", "xvdb")
-            print(f"qcow2  {rw:9s} {bs:3s} QD{qd:<3d} fio-nbd {base:8d} IOPS  "
-                  f"xbd {ours:8d} IOPS  ratio {ours / base:.2f}", flush=True)
+            record("qcow2", "nbd", rw, bs, qd, base, ours)
             if os.path.exists(qsock):
                 os.unlink(qsock)
             servers.append(qsd(img, qsock, d))
+        try:
+            why = rbd(m, d)
+        except (AssertionError, RuntimeError, subprocess.SubprocessError) as e:
+            why, failed = f"FAILED: {str(e)[-300:]}", True
+        if why:
+            print(f"rbd    not measured: {why}", flush=True)
+            res["skipped"].append({"store": "rbd", "why": why})
     finally:
         for s in servers:
             if s.poll() is None:
@@ -178,6 +246,15 @@ def main():
         if m:
             m.stop()
         shutil.rmtree(d, ignore_errors=True)
+    runinfo.finish(res)
+    out = runinfo.results_dir()
+    os.makedirs(out, exist_ok=True)
+    path = os.path.join(out, f"storage-{res['date']}.json")
+    with open(path, "w") as f:
+        json.dump(res, f, indent=1)
+    print(f"bench storage: {path}")
+    if failed:
+        sys.exit("bench storage: the rbd comparison failed (see above)")
 
 
 if __name__ == "__main__":

@@ -11,6 +11,8 @@
               platform; 2 jobs are 2 fio threads on one queue
   xbd-fio-2q  the 2-job workloads with one queue per job
   xbd-fuse    fio libaio (and the seed's dd) on xbd-blkfront's FUSE file
+  loop-dev    a loop device over the store's file: the seed's dd only
+              (the kernel block device a Linux guest's dd would write to)
   xbd-queue   xbd-be-queue-bench: one backend queue thread (io_uring,
               grant copy) serving an in-process guest on the local
               platform; random 4k at one job only
@@ -135,7 +137,7 @@ class Contender:
         """Raise ContenderMissing if a program is not installed."""
 
     def supports(self, w):
-        return True
+        return not w.get("seed")    # only a path dd opens (seed_dd below)
 
     def start(self, store):
         self.store = store
@@ -168,6 +170,21 @@ class Contender:
         fig["method"] = method
         return fig
 
+    def _seed_dd(self, path, method):
+        """The seed's dd as the seed ran it: dd_count buffered 4k writes
+        of zeros, then `sync PATH` (that file only: other users' dirty
+        data is not in the figure), timed to the end of the sync."""
+        t0 = time.monotonic()
+        _, cpu = run_client(["dd", "if=/dev/zero", f"of={path}", "bs=4096",
+                             f"count={self.dd_count}", "conv=notrunc", "status=none"],
+                            900, self.log)
+        _, cpu2 = run_client(["sync", path], 300, self.log)
+        secs = time.monotonic() - t0
+        nbytes = self.dd_count * 4096
+        return {"iops": self.dd_count / secs, "mbps": nbytes / secs / 1e6,
+                "bytes": nbytes, "seconds": secs, "lat_us": None,
+                "client_cpu_s": cpu + cpu2, "method": method}
+
     dd_count = DD_COUNT
 
 
@@ -178,11 +195,50 @@ class Host(Contender):
         need("fio", "fio")
         need("dd", "coreutils")
 
+    def supports(self, w):
+        return True
+
     def _run(self, w, runtime):
+        if w["seed"]:
+            return self._seed_dd(self.store.path, "dd bs=4k buffered + sync, the file")
         if w["dd"]:
             return self._dd(w, self.store.path, "dd iflag=direct")
         return self._fio(w, runtime, ["--ioengine=io_uring", "--direct=1",
                                       "--filename=" + self.store.path])
+
+
+class LoopDev(Contender):
+    """A loop device over the store's file, for the seed's dd: what a
+    Linux guest's dd writes to when its disk is a kernel block device
+    over the same file.  Only on a file store (a loop device over the
+    loop store would be a second block layer)."""
+    name, method = "loop-dev", "dd bs=4k buffered + sync, loop device over the file"
+    dev = None
+
+    def check(self):
+        need("losetup", "mount")
+        need("dd", "coreutils")
+
+    def supports(self, w):
+        return bool(w.get("seed")) and not self.store.is_blockdev
+
+    def start(self, store):
+        self.store = store
+        if store.is_blockdev:
+            return
+        out = subprocess.run(["losetup", "--find", "--show", store.path],
+                             capture_output=True, text=True, timeout=30)
+        if out.returncode:
+            raise RuntimeError("bench: losetup failed: " + out.stderr.strip())
+        self.dev = out.stdout.strip()
+
+    def stop(self):
+        if self.dev:
+            subprocess.run(["losetup", "-d", self.dev], timeout=30)
+            self.dev = None
+
+    def _run(self, w, runtime):
+        return self._seed_dd(self.dev, self.method)
 
 
 class NbdContender(Contender):
@@ -507,7 +563,12 @@ class XbdFuse(XbdContender):
         fig["server_cpu_s"] += self.server.cpu() - f0     # blkfront too
         return fig
 
+    def supports(self, w):
+        return True
+
     def _run(self, w, runtime):
+        if w["seed"]:
+            return self._seed_dd(self.dev, "dd bs=4k buffered + sync, the FUSE file")
         if w["dd"]:
             return self._dd(w, self.dev, "dd iflag=direct on the FUSE file")
         return self._fio(w, runtime, ["--ioengine=libaio", "--direct=1",
@@ -516,7 +577,7 @@ class XbdFuse(XbdContender):
 
 def main_set(build, work, top):
     """The contenders; the xbd frontends when this tree has their source."""
-    cs = [Host(build, work), Qsd(build, work), Nbdkit(build, work)]
+    cs = [Host(build, work), LoopDev(build, work), Qsd(build, work), Nbdkit(build, work)]
     if os.path.isdir(os.path.join(top, "frontend", "fio")):
         cs += [XbdFio(build, work), XbdFio2Q(build, work)]
     if os.path.isdir(os.path.join(top, "frontend", "blkfront")):

@@ -11,10 +11,8 @@ environment:
   BENCH_DISK_DIR    directory of the disk store (default /var/tmp)
   BENCH_NO_CALLGRIND=1  leave the callgrind section out
 Exit status: 0 when every run succeeded, 1 (with the reason) otherwise."""
-import datetime
 import json
 import os
-import platform
 import signal
 import subprocess
 import sys
@@ -27,27 +25,9 @@ import contenders  # noqa: E402
 import cpucost  # noqa: E402
 import parse  # noqa: E402
 import report  # noqa: E402
+import runinfo  # noqa: E402
 import workloads  # noqa: E402
 from stores import Store  # noqa: E402
-
-
-def machine():
-    model = "?"
-    with open("/proc/cpuinfo") as f:
-        for line in f:
-            if line.startswith("model name"):
-                model = line.split(":", 1)[1].strip()
-                break
-    with open("/proc/meminfo") as f:
-        mem = int(f.readline().split()[1]) // 1024
-    return {"kernel": platform.release(), "cpus": os.cpu_count(), "cpu": model,
-            "mem_mib": mem, "load_start": os.getloadavg()}
-
-
-def git_commit(top):
-    out = subprocess.run(["git", "-C", top, "rev-parse", "--short", "HEAD"],
-                         capture_output=True, text=True)
-    return out.stdout.strip() or "?"
 
 
 def pending(top):
@@ -141,11 +121,11 @@ def main(argv):
     top = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
     cfg = config(build)
     os.makedirs(resdir, exist_ok=True)
-    stamp = datetime.datetime.utcnow().strftime("%Y%m%dT%H%M%SZ")
-    out = {"suite": "xbd issue 8", "date": stamp, "commit": git_commit(top),
-           "quick": cfg["quick"], "runtime_s": cfg["runtime"], "dd_count": cfg["dd_count"],
-           "machine": machine(), "stores": [], "results": [], "variants": [],
-           "callgrind": {}, "pending": pending(top)}
+    out = runinfo.header("xbd issue 8")
+    stamp = out["date"]
+    out.update({"quick": cfg["quick"], "runtime_s": cfg["runtime"],
+                "dd_count": cfg["dd_count"], "stores": [], "results": [],
+                "variants": [], "callgrind": {}, "pending": pending(top)})
     t0 = time.monotonic()
     with tempfile.TemporaryDirectory(prefix="xbd-bench-suite.") as work:
         cfg["work"] = work
@@ -161,9 +141,12 @@ def main(argv):
         except (RuntimeError, ValueError, OSError, subprocess.TimeoutExpired) as e:
             print(f"bench/suite: FAILED: {e}", file=sys.stderr)
             return 1
-    out["machine"]["load_end"] = os.getloadavg()
+    runinfo.finish(out)
     out["elapsed_s"] = time.monotonic() - t0
-    path = os.path.join(resdir, f"run-{stamp}{'-quick' if cfg['quick'] else ''}.json")
+    # a quick run's JSON goes with its report under quick/ (not committed)
+    jdir = os.path.join(resdir, "quick") if cfg["quick"] else resdir
+    os.makedirs(jdir, exist_ok=True)
+    path = os.path.join(jdir, f"run-{stamp}{'-quick' if cfg['quick'] else ''}.json")
     with open(path, "w") as f:
         json.dump(out, f, indent=1)
     print(f"bench/suite: {path} ({out['elapsed_s']:.0f} s)")

@@ -7,7 +7,11 @@ A workload is a plain dict so that it goes into the result JSON as it is:
   bs        block size in bytes
   qd        fio iodepth (per job)
   jobs      fio numjobs
-  dd        True for the seed's dd (bs=4k count=131072, read, direct)
+  dd        True for the seed's dd read (bs=4k count=131072, direct)
+  seed      True for the seed's dd as the seed ran it: buffered 4k
+            writes of /dev/zero, then sync, timed to the end of the sync
+            (only a path dd can open: the host file, a loop device over
+            it, the FUSE file)
 Random workloads stay in the first RANDOM_SPAN bytes of the store, the
 span xbd-be-queue-bench uses, so every contender touches the same data.
 """
@@ -17,8 +21,9 @@ DD_COUNT = 131072          # the seed's dd: bs=4k count=131072 (512 MiB)
 STORE_SIZE = 512 << 20     # large enough for the dd
 
 
-def _w(name, rw, bs, qd, jobs, dd=False):
-    return {"name": name, "rw": rw, "bs": bs, "qd": qd, "jobs": jobs, "dd": dd}
+def _w(name, rw, bs, qd, jobs, dd=False, seed=False):
+    return {"name": name, "rw": rw, "bs": bs, "qd": qd, "jobs": jobs, "dd": dd,
+            "seed": seed}
 
 
 ALL = (
@@ -26,7 +31,8 @@ ALL = (
      for op in ("read", "write") for qd in (1, 64) for j in (1, 2)] +
     [_w("seqread1m-qd16", "read", 1 << 20, 16, 1),
      _w("seqwrite1m-qd16", "write", 1 << 20, 16, 1),
-     _w("dd4k", "read", 4096, 1, 1, dd=True)]
+     _w("dd4k", "read", 4096, 1, 1, dd=True),
+     _w("seeddd", "write", 4096, 1, 1, seed=True)]
 )
 
 # Stores other than tmpfs run a subset, to keep the full run near 10 min.

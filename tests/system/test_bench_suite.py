@@ -158,6 +158,14 @@ def test_markdown_table_goals_and_plots(tmp_path):
         assert f"]({png})" in text
 
 
+def test_the_seeds_dd_row_is_in_mb_per_s(tmp_path):
+    res = synthetic()
+    res["results"] += [rec("host", "seeddd", 100000, 900.0),
+                       rec("loop-dev", "seeddd", 50000, 400.0)]
+    text = open(report.write(res, str(tmp_path))).read()
+    assert "| seeddd | 900 MB/s | – | – | – | 400 MB/s | – | – |" in text
+
+
 def test_quick_results_go_to_their_own_folder(tmp_path):
     res = dict(synthetic(), quick=True)
     path = report.write(res, str(tmp_path))
@@ -183,15 +191,38 @@ def test_main_set_drives_every_xbd_frontend(tmp_path):
     (top / "frontend" / "fio").mkdir(parents=True)
     (top / "frontend" / "blkfront").mkdir(parents=True)
     names = [c.name for c in contenders.main_set("B", str(tmp_path), str(top))]
-    assert names == ["host", "qsd-nbd", "nbdkit", "xbd-fio", "xbd-fio-2q", "xbd-fuse",
-                     "xbd-queue"]
-    two_q = contenders.main_set("B", str(tmp_path), str(top))[4]
+    assert names == ["host", "loop-dev", "qsd-nbd", "nbdkit", "xbd-fio", "xbd-fio-2q",
+                     "xbd-fuse", "xbd-queue"]
+    two_q = contenders.main_set("B", str(tmp_path), str(top))[5]
     assert two_q.queues == 2
     assert two_q.supports(workloads.by_name("read4k-qd64-j2"))
     assert not two_q.supports(workloads.by_name("read4k-qd64-j1"))
     labels = [v.name for v in contenders.variants("B", str(tmp_path))]
     assert {"xbd-fio order0", "xbd-fio order4", "xbd-fio copy (no persistent)",
             "xbd-fio map (no persistent)"} <= set(labels)
+
+
+def test_the_seeds_dd_runs_where_dd_can_write(tmp_path):
+    """The seed's dd (buffered writes + sync) goes to the host file, a
+    loop device over it and the FUSE file; nothing else claims it."""
+    import contenders
+    from stores import Store
+    top = tmp_path / "top"
+    (top / "frontend" / "fio").mkdir(parents=True)
+    (top / "frontend" / "blkfront").mkdir(parents=True)
+    seed = workloads.by_name("seeddd")
+    assert seed["seed"] and not seed["dd"]
+    store = Store("tmpfs")
+    got = []
+    for c in contenders.main_set("B", str(tmp_path), str(top)):
+        c.store = store
+        if c.supports(seed):
+            got.append(c.name)
+    assert got == ["host", "loop-dev", "xbd-fuse"]
+    loop = contenders.LoopDev("B", str(tmp_path))
+    loop.store = Store("loop")
+    assert not loop.supports(seed)          # no loop device over a loop device
+    assert not loop.supports(workloads.by_name("read4k-qd64-j1"))
 
 
 def test_notifications_per_request_from_backend_statistics():
@@ -262,3 +293,277 @@ def test_goals_scaling_and_notifications(tmp_path):
     text = open(report.write(res, str(tmp_path))).read()
     assert "| < 0.1 event-channel notifications per request at QD64 | xbd-fio | 0.50 | no |" \
         in text
+
+
+# --- the generated blocks of README.md and Documentation/performance.md ----
+
+def headline_result():
+    """A full suite result with every contender of the headline table."""
+    res = synthetic()
+    res["date"], res["commit"], res["dirty"] = "20261202T081500Z", "f00ba47", True
+    res["format"] = 2
+    res["results"] = [r for r in res["results"] if r["contender"] != "xbd-queue"]
+    us = {"host": 3.0, "xbd-fio": 6.0, "nbdkit": 9.0, "xbd-fuse": 12.0}
+    for wl, key, host, nbd, eng, fuse in (
+            ("read4k-qd64-j1", "iops", 200000, 50000, 160000, 80000),
+            ("write4k-qd64-j1", "iops", 180000, 40000, 150000, 60000),
+            ("read4k-qd1-j1", "iops", 30000, 15000, 12000, 10000),
+            ("seqwrite1m-qd16", "mbps", 5000, 2000, 4000, 2500)):
+        for name, v in (("host", host), ("nbdkit", nbd), ("xbd-fio", eng),
+                        ("xbd-fuse", fuse)):
+            r = rec(name, wl, v if key == "iops" else v * 1e6 / (1 << 20),
+                    v if key == "mbps" else None)
+            r["machine_us_per_io"] = us[name]
+            res["results"] = [x for x in res["results"]
+                              if (x["contender"], x["workload"]) != (name, wl)] + [r]
+    two = dict(rec("xbd-fio-2q", "read4k-qd64-j2", 140000),
+               paired_1q_iops=[70000, 80000], paired_2q_iops=[130000, 150000],
+               paired_scaling=280000 / 150000)
+    res["results"] += [two, rec("xbd-fio", "seqread1m-qd16", 1000, 1200.0),
+                       rec("host", "seeddd", 100000, 900.0),
+                       rec("loop-dev", "seeddd", 50000, 400.0),
+                       rec("xbd-fuse", "seeddd", 25000, 100.0)]
+    return res
+
+
+def storage_result():
+    return {"suite": "xbd storage drivers", "format": 2, "date": "20261202T082000Z",
+            "commit": "f00ba47",
+            "dirty": False, "quick": False, "seconds": 5,
+            "machine": {"kernel": "6.1", "cpus": 2, "cpu": "test cpu", "mem_mib": 1024,
+                        "load_start": [0.5, 0.5, 0.5], "load_end": [0.7, 0.6, 0.5]},
+            "results": [{"store": "nbd", "workload": "4k randread QD32", "fio_engine": "nbd",
+                         "fio_iops": 100000, "xbd_iops": 95000},
+                        {"store": "qcow2", "workload": "4k randread QD32",
+                         "fio_engine": "nbd", "fio_iops": 100000, "xbd_iops": 50000}],
+            "skipped": [{"store": "rbd", "why": "Ceph is not installed"}]}
+
+
+def limits_result():
+    return {"suite": "xbd limiter cost", "format": 2, "date": "20261202T082500Z",
+            "commit": "f00ba47",
+            "dirty": False, "quick": False, "rounds": 5, "seconds": 3,
+            "machine": storage_result()["machine"],
+            "modes": {"off": {"median": 250000.0, "ir": 1747.0},
+                      "idle": {"median": 249000.0, "ir": 1748.0},
+                      "high": {"median": 240000.0, "ir": 1976.0}}}
+
+
+DOC = """# a page
+
+Hand-written text before; an example of a block is text, not a block:
+
+    <!-- bench:begin NAME -->
+    <!-- bench:end NAME -->
+
+<!-- bench:begin headline -->
+| an | old | 155.5k | table |
+<!-- bench:end headline -->
+Text between stays byte for byte: 1.24 × host (history, 2026-11-30).
+<!-- bench:begin goals -->
+<!-- bench:end goals -->
+<!-- bench:begin storage -->
+old storage
+<!-- bench:end storage -->
+<!-- bench:begin limits -->
+<!-- bench:end limits -->
+The end.
+"""
+
+README = """# readme
+intro
+<!-- bench:begin headline -->
+stale
+<!-- bench:end headline -->
+mid
+<!-- bench:begin storage-line -->
+<!-- bench:end storage-line -->
+tail
+"""
+
+
+def outside(text):
+    """text with the inside of every block taken out."""
+    import re
+    return re.sub(r"(<!-- bench:begin (\S+) -->).*?(<!-- bench:end \2 -->)", r"\1\3",
+                  text, flags=re.S)
+
+
+def test_blocks_are_replaced_and_the_rest_left_alone():
+    import docs
+    b = docs.bodies((headline_result(), "/x/run-20261202T081500Z.json"),
+                    (storage_result(), "/x/storage-20261202T082000Z.json"),
+                    (limits_result(), "/x/limits-20261202T082500Z.json"))
+    out = docs.rewrite(DOC, b[docs.PERF], "perf")
+    assert outside(out) == outside(DOC)
+    assert "155.5k" not in out and "old storage" not in out
+    assert out.startswith("# a page\n\nHand-written text before; an example")
+    assert "\n    <!-- bench:begin NAME -->\n    <!-- bench:end NAME -->\n" in out
+    assert "Text between stays byte for byte: 1.24 × host (history, 2026-11-30).\n" in out
+    # the headline: engine / host and / best NBD; 2 jobs on 2 queues (paired mean)
+    assert ("| 4k randread QD64 | 200.0k IOPS | 50.0k (nbdkit) | 160.0k | 80.0k | "
+            "0.80 | 3.20 |") in out
+    assert "| 4k randread QD64, 2 jobs | 150.0k IOPS | 30.0k (nbdkit) | 140.0k (2 queues) |" \
+        in out
+    assert "| 1M seq write QD16 | 5000 MB/s | 2000 MB/s (nbdkit) | 4000 MB/s | 2500 MB/s |" \
+        in out
+    assert "| randread | 3.00 µs | 9.00 µs | 6.00 µs | 12.00 µs | 2.00 |" in out
+    assert "through xbd's guest disk file (FUSE) 100 MB/s, to a loop device over the " \
+        "file 400 MB/s (guest / loop device 0.25)" in out
+    # goals as measured ratios with met / not met
+    assert "| 4k randread QD64, 1 job, 1 queue, fio engine ≥ 1.0 × host fio | 0.80 | " \
+        "not met |" in out
+    assert "| 4k randread QD64 ≥ 3 × the best NBD server | 3.20 | met |" in out
+    assert "| machine CPU per 4k I/O at QD64 (randread) ≤ 1.5 × host | 2.00 | not met |" \
+        in out
+    assert "| 4k randread QD64, 2 jobs on 2 queues ≥ 0.8 × host fio with 2 jobs | 0.93 | " \
+        "met |" in out
+    # storage and limits
+    assert "| nbd | 4k randread QD32 | 100.0k IOPS (nbd) | 95.0k | 0.95 | met |" in out
+    assert "| qcow2 | 4k randread QD32 | 100.0k IOPS (nbd) | 50.0k | 0.50 | not met |" in out
+    assert "Not measured: **rbd** — Ceph is not installed." in out
+    assert "xbd fio engine / host fio at 4k randread QD64 0.80 (2026-12-02 08:15 UTC)" in out
+    assert "| a vbd's limiter, no limit set | 249000 | 0.996 | 1748 | 1.0006 |" in out
+    assert "instructions met, rate met" in out
+
+
+def test_every_block_names_machine_date_commit_and_load():
+    import docs
+    b = docs.bodies((headline_result(), "/x/run-20261202T081500Z.json"),
+                    (storage_result(), "/x/storage-20261202T082000Z.json"),
+                    (limits_result(), "/x/limits-20261202T082500Z.json"))
+    for name, body in b[docs.PERF].items():
+        assert "2 × test cpu, Linux 6.1" in body, name
+        assert "commit f00ba47" in body, name
+        assert "load average" in body, name
+    assert "2026-12-02 08:15 UTC" in b[docs.PERF]["headline"]
+    assert "commit f00ba47 (with uncommitted changes)" in b[docs.PERF]["headline"]
+    assert "2026-12-02 08:20 UTC" in b[docs.PERF]["storage"]
+    assert "load average 0.5 at the start, 0.7 at the end" in b[docs.PERF]["storage"]
+    line = b[docs.README]["storage-line"]
+    assert "nbd 0.95" in line and "qcow2 0.50" in line and "2026-12-02 08:20 UTC" in line
+    assert "2 × test cpu, Linux 6.1, commit f00ba47, load 0.5 → 0.7" in line
+    assert "\n" not in line
+
+
+@pytest.mark.parametrize("text,msg", [
+    (DOC.replace("<!-- bench:begin limits -->\n<!-- bench:end limits -->\n", ""),
+     "no bench block limits"),
+    (DOC.replace("<!-- bench:end storage -->\n", ""), "begins inside 'storage'"),
+    (DOC.replace("<!-- bench:end limits -->\n", ""), "has no '<!-- bench:end limits -->'"),
+    (DOC.replace("<!-- bench:begin goals -->\n", ""), "without its"),
+    (DOC + "<!-- bench:begin goals -->\n<!-- bench:end goals -->\n", "appears twice"),
+    (DOC + "<!-- bench:begin qd2 -->\n<!-- bench:end qd2 -->\n", "qd2 is not generated"),
+])
+def test_bad_markers_are_a_clear_error(text, msg):
+    import docs
+    b = docs.bodies(None, None, None)
+    with pytest.raises(docs.BlockError, match="perf.md: .*" + msg.replace("(", r"\(")
+                       .replace(")", r"\)")):
+        docs.rewrite(text, b[docs.PERF], "perf.md")
+
+
+def write_tree(tmp_path, perf=DOC, readme=README):
+    top = tmp_path / "top"
+    (top / "Documentation").mkdir(parents=True)
+    (top / "Documentation" / "performance.md").write_text(perf)
+    (top / "README.md").write_text(readme)
+    res = tmp_path / "results"
+    (res / "quick").mkdir(parents=True)
+    return top, res
+
+
+def test_write_uses_the_newest_full_results_and_skips_quick_ones(tmp_path):
+    import docs
+    top, resdir = write_tree(tmp_path)
+    old = dict(headline_result(), date="20261130T093319Z", commit="0ld0ld0")
+    for name, r in (("run-20261130T093319Z.json", old),
+                    ("run-20261202T081500Z.json", headline_result()),
+                    # newer, but of the format before the blocks: history only
+                    ("run-20261202T085000Z.json", dict(synthetic(), commit="f0rmat1")),
+                    ("run-20261202T090000Z-quick.json", dict(headline_result(), quick=True,
+                                                            commit="quick00")),
+                    ("storage-20261202T082000Z.json", storage_result()),
+                    ("limits-20261202T082500Z.json", limits_result())):
+        (resdir / name).write_text(json.dumps(r))
+    (resdir / "quick" / "run-20261202T100000Z-quick.json").write_text(
+        json.dumps(dict(headline_result(), quick=True, commit="quick11")))
+    assert docs.main(["docs.py", str(resdir), str(top)]) == 0
+    perf = (top / "Documentation" / "performance.md").read_text()
+    readme = (top / "README.md").read_text()
+    assert outside(perf) == outside(DOC) and outside(readme) == outside(README)
+    for text in (perf, readme):
+        assert "commit f00ba47" in text
+        for other in ("0ld0ld0", "quick00", "quick11", "f0rmat1"):
+            assert other not in text
+    assert "stale" not in readme and "run-20261202T081500Z.json" in readme
+    # a second run over its own output changes nothing
+    assert docs.main(["docs.py", str(resdir), str(top)]) == 0
+    assert (top / "Documentation" / "performance.md").read_text() == perf
+
+
+def test_a_bad_file_leaves_every_file_unwritten(tmp_path, capsys):
+    import docs
+    top, resdir = write_tree(tmp_path, readme=README.replace(
+        "<!-- bench:end storage-line -->\n", ""))
+    (resdir / "run-20261202T081500Z.json").write_text(json.dumps(headline_result()))
+    assert docs.main(["docs.py", str(resdir), str(top)]) == 1
+    assert "README.md: bench block 'storage-line' has no" in capsys.readouterr().err
+    assert (top / "Documentation" / "performance.md").read_text() == DOC
+
+
+def test_the_repository_documents_carry_every_block():
+    """README.md and Documentation/performance.md have each block the
+    generator writes, and nothing outside them looks like an old copy."""
+    import docs
+    top = os.path.join(os.path.dirname(__file__), "..", "..")
+    b = docs.bodies(None, None, None)
+    for rel, blocks in b.items():
+        with open(os.path.join(top, rel)) as f:
+            text = f.read()
+        assert sorted(docs.blocks_in(text, rel)) == sorted(blocks), rel
+        docs.rewrite(text, blocks, rel)
+
+
+def test_quick_make_bench_does_not_rewrite_the_documents():
+    """bench/run.sh calls the block writer only for a full run."""
+    with open(os.path.join(os.path.dirname(__file__), "..", "..", "bench", "run.sh")) as f:
+        text = f.read()
+    assert 'case "${BENCH_QUICK:-0}" in\n""|0)\n\t/usr/bin/python3 suite/docs.py' in text
+
+
+def test_result_header_names_machine_commit_and_dirty_flag():
+    import runinfo
+    res = runinfo.finish(runinfo.header("t"))
+    assert res["format"] == runinfo.FORMAT
+    assert res["commit"] != "?" and res["dirty"] in (True, False)
+    m = res["machine"]
+    assert m["cpus"] >= 1 and m["cpu"] != "?" and m["kernel"]
+    assert len(m["load_start"]) == 3 and len(m["load_end"]) == 3
+
+
+def test_limits_bench_writes_a_result_the_block_reads(tmp_path):
+    """bench/limits for real (one round of 1 s per mode, no callgrind):
+    its JSON lands in BENCH_RESULTS and makes the limits block."""
+    import subprocess
+    import docs
+    from conftest import BUILD
+    prog = os.path.join(BUILD, "bench", "xbd-be-queue-bench")
+    if not os.access(prog, os.X_OK):
+        pytest.skip(f"{prog} not built (make be-queue-bench)")
+    disk = tmp_path / "disk"
+    with open(disk, "wb") as f:
+        f.write(os.urandom(64 << 20))
+    here = os.path.join(os.path.dirname(__file__), "..", "..", "bench", "limits", "limits.py")
+    env = dict(os.environ, BENCH_RESULTS=str(tmp_path / "res"), ROUNDS="1",
+               SECONDS_PER_RUN="1", BENCH_NO_CALLGRIND="1", BENCH_QUICK="0")
+    r = subprocess.run(["/usr/bin/python3", here, prog, str(disk)], env=env,
+                       capture_output=True, text=True, timeout=120)
+    assert r.returncode == 0, r.stdout + r.stderr
+    found = docs.newest(str(tmp_path / "res"), "limits-*.json")
+    assert found, r.stdout
+    res, _ = found
+    assert set(res["modes"]) == {"off", "idle", "high"}
+    assert all(m["median"] > 0 and len(m["runs"]) == 1 for m in res["modes"].values())
+    text = docs.limits_text(*found)
+    assert "| a vbd's limiter, no limit set |" in text and "commit " in text
