@@ -591,6 +591,14 @@ static bool machine_busy(struct be_io *io, uint64_t now)
 	return io->load_busy;
 }
 
+/* The window's bound: the vbd's own poll_duration_us, or the module's. */
+static uint64_t poll_max_ns(const struct be_io *io)
+{
+	int64_t v = io->cfg.poll_us ? __atomic_load_n(io->cfg.poll_us, __ATOMIC_RELAXED) : -1;
+
+	return (v >= 0 ? (uint64_t)v : tun_get(TUN_POLL_DURATION_US)) * 1000u;
+}
+
 /* Did the queue take or answer requests since the last decision? */
 static bool poll_worked(struct be_io *io)
 {
@@ -647,7 +655,7 @@ static inline void cpu_relax(void)
 static bool poll_spin(struct be_io *io)
 {
 	struct be_stats *s = io->cfg.stats;
-	uint64_t max = tun_get(TUN_POLL_DURATION_US) * 1000u;
+	uint64_t max = poll_max_ns(io);
 	uint64_t w = poll_window(io, max), t0, t = 0;
 	bool lost = false;
 	unsigned int i;

@@ -127,6 +127,9 @@ struct be_io_cfg {
 	struct be_journal *journal; /* in-flight journal (journal.h); NULL: none */
 	enum be_io_wait wait;       /* 0: as the io_wait_poll tunable says */
 	struct be_limit *limit;     /* the vbd's I/O limits (limit.h); NULL: none */
+	/* the vbd's poll_duration_us, read at every decision: -1 (or a
+	 * NULL pointer) follows the module parameter */
+	const int64_t *poll_us;
 	unsigned int queue_index;   /* for the storage driver (connections) */
 };
 

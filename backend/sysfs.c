@@ -53,7 +53,8 @@ static const enum dir_id fixed_parent[] = {
 };
 
 static const char *const attr_names[] = { "mode", "physical_device", "state", "nodename",
-					   "storage" };
+					   "storage", "poll_duration_us" };
+enum { ATTR_POLL = 5 };          /* the one writable attribute */
 enum { NR_ATTRS = sizeof(attr_names) / sizeof(attr_names[0]) };
 
 /* Linux's statistics first (their order in xenbus.c), then ours.  Each
@@ -191,6 +192,7 @@ static int resolve(const struct devtab *t, const char *path, struct node *n)
 static bool writable(const struct node *n)
 {
 	return !n->is_dir && (n->file == F_PRESSURE || n->file == F_LIMIT ||
+			      (n->file == F_ATTR && n->idx == ATTR_POLL) ||
 			      (n->file == F_TUNABLE && (tun_info(n->idx)->mode & 0200)));
 }
 
@@ -236,6 +238,9 @@ static int render_attr(const struct node *n, char *buf, size_t len)
 				major(d->st.rdev), minor(d->st.rdev));
 	case 2:
 		return snprintf(buf, len, "%s\n", xbd_xenbus_state_name(d->state));
+	case ATTR_POLL:   /* xbd: -1 follows the module parameter */
+		return snprintf(buf, len, "%" PRId64 "\n",
+				__atomic_load_n(&d->poll_us, __ATOMIC_RELAXED));
 	case 4:     /* xbd: the driver and its target (storage.h) */
 		return snprintf(buf, len, "%s %s\n",
 				storage_is_open(&d->st) ? d->st.driver : "none",
@@ -408,6 +413,28 @@ static int write_limit(const struct node *n, const char *val, size_t size)
 	return (int)size;
 }
 
+/* A vbd's poll_duration_us: -1 (the module parameter's) or 0..its max,
+ * live for its queues. */
+static int write_poll(const struct node *n, const char *val, size_t size)
+{
+	const struct tunable *t = tun_info(TUN_POLL_DURATION_US);
+	long long v;
+	char *end;
+
+	errno = 0;
+	v = strtoll(val, &end, 10);
+	if (end == val || (*end && strcmp(end, "\n")) || errno || val[0] == ' ' ||
+	    v < -1 || v > (long long)t->max) {
+		log_warn("sysfs: %s/poll_duration_us: %.*s refused: -1 or a number in 0..%llu",
+			 n->d->be_path, (int)strcspn(val, "\n"), val,
+			 (unsigned long long)t->max);
+		return -EINVAL;
+	}
+	__atomic_store_n(&n->d->poll_us, (int64_t)v, __ATOMIC_RELAXED);
+	log_info("sysfs: %s/poll_duration_us = %lld", n->d->be_path, v);
+	return (int)size;
+}
+
 /* One write is one value, as in sysfs (a store of the whole buffer). */
 static int op_write(const char *path, const char *in, size_t size, off_t off,
 		    struct fuse_file_info *fi)
@@ -433,6 +460,8 @@ static int op_write(const char *path, const char *in, size_t size, off_t off,
 	}
 	if (n.file == F_LIMIT)
 		return write_limit(&n, val, size);
+	if (n.file == F_ATTR)
+		return write_poll(&n, val, size);
 	rc = tun_set((enum tun_id)n.idx, val, true);
 	if (rc == -EPERM)
 		rc = -EACCES;

@@ -221,6 +221,49 @@ def test_tunable_takes_effect_at_once(guest):
         fio.wait()
 
 
+def test_vbd_override(guest):
+    """A vbd's own poll_duration_us wins over the module's, both ways,
+    live; -1 follows the module again; bad values refused."""
+    sysfs = with_tree(guest, "--poll_duration_us=0")
+    guest.attach(guest.disk(size=32 * MiB))
+    devs = os.path.join(sysfs, "bus", "xen-backend", "devices")
+    vbd = os.path.join("bus", "xen-backend", "devices", os.listdir(devs)[0],
+                       "poll_duration_us")
+    assert tree_read(sysfs, vbd) == "-1\n"
+    for bad in ("-2", "1001", "x", " 5", "5x"):
+        assert tree_write(sysfs, vbd, bad) == errno.EINVAL, bad
+    assert tree_read(sysfs, vbd) == "-1\n"
+    fio = subprocess.Popen(
+        ["/usr/bin/fio", "--output-format=terse", "--terse-version=3",
+         "--name=vbd", f"--ioengine=external:{ENGINE}", "--xbd_domain=g1",
+         "--xbd_vdev=xvdb", f"--xbd_rundir={guest.rundir}", "--rw=randread",
+         "--bs=4k", "--size=16M", "--time_based", "--runtime=30",
+         "--iodepth=1"],
+        cwd=guest.rundir, env=engine_env(guest), stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE, text=True)
+    try:
+        wait_until(lambda: (vbd_stat(sysfs, "rd_req") or 0) > 100 or
+                   fio.poll() is not None, timeout=60, what="fio's reads")
+        assert vbd_stat(sysfs, "polls") == 0          # the module says 0
+        assert tree_write(sysfs, vbd, "100") == 0     # the vbd says 100
+        wait_until(lambda: (vbd_stat(sysfs, "polls") or 0) > 0, timeout=10,
+                   what="polls after the vbd's write")
+        # the module polls, this vbd does not: its counter stops
+        assert tree_write(sysfs, PARAM, "100") == 0
+        assert tree_write(sysfs, vbd, "0") == 0
+        time.sleep(0.3)
+        stopped = vbd_stat(sysfs, "polls")
+        time.sleep(1)
+        assert vbd_stat(sysfs, "polls") == stopped
+        assert tree_write(sysfs, vbd, "-1") == 0      # follows the module again
+        wait_until(lambda: (vbd_stat(sysfs, "polls") or 0) > stopped, timeout=10,
+                   what="polls after -1")
+        assert fio.poll() is None
+    finally:
+        fio.kill()
+        fio.wait()
+
+
 def test_command_line_refuses_out_of_range(guest):
     r = subprocess.run([binary("xbd-blkback"), "-N", "-p", "local", "-R",
                         guest.rundir, "--sysfs=none", "--poll_duration_us=1001"],
