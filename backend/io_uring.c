@@ -533,27 +533,33 @@ static int consume(struct be_io *io)
 
 /*
  * A sleep on the event channel costs a wake-up round trip (16-29 us on
- * the machines of Documentation/performance.md), a spin on the shared
- * ring a fraction of a microsecond per look.  So when the ring has gone
- * empty and the queue is busy, the thread spins a while on req_prod and
- * on its CQ (completions of the storage driver, a kick, a stop) before
- * it arms req_event and sleeps.  The window adapts, as NVMe hybrid
- * polling follows the device's completion time: a spin that finds work
- * after t makes the window at least 2t (it shrinks by an eighth per
- * quicker hit), a spin that finds nothing halves it; below POLL_MIN_NS
- * the queue stops spinning and only probes the whole window once in
- * POLL_PROBE_EVERY decisions, so that it notices when work comes
- * quickly again.  It never exceeds poll_duration_us.  A spin that finds
- * it lost the CPU meanwhile (two looks POLL_LOST_CPU_NS apart, where 16
- * looks take a microsecond or two) stops, and the queue only probes
- * until a probe hits: on a machine with more runnable threads than
- * CPUs a spinner takes the CPU from the thread it waits for, and a
- * sleeper is the one the scheduler runs first when it wakes.  What a first look
- * finds (the I/O just submitted completed inline) says nothing about
- * the wait and is not learnt from.  A queue with nothing in flight that
- * has taken and answered nothing since it last ran out of work is idle
- * and never spins: an idle disk burns no CPU, and a burst ends in at
- * most one window of spinning.
+ * a quiet machine, Documentation/performance.md), a look at the shared
+ * ring a fraction of a microsecond.  So when the ring has gone empty and
+ * the queue is busy, the thread spins a while on req_prod and on its CQ
+ * (completions of the storage driver, a kick, a stop) before it arms
+ * req_event and sleeps.
+ *
+ * The window adapts, as NVMe hybrid polling follows the device's
+ * completion time: a spin that finds work after t makes the window at
+ * least 2t (it shrinks by an eighth per quicker hit), a spin that finds
+ * nothing halves it; below POLL_MIN_NS the queue stops spinning and only
+ * probes the whole window once in POLL_PROBE_EVERY decisions, so that it
+ * notices when work comes quickly again.  It never exceeds
+ * poll_duration_us (the vbd's, or the module parameter).  What a first
+ * look finds (the I/O just submitted completed inline) says nothing
+ * about the wait and is not learnt from.
+ *
+ * No spin while the machine has more runnable threads than CPUs
+ * (machine_busy), and a spin that finds it lost its CPU (two looks
+ * POLL_LOST_CPU_NS apart, where 16 looks take a microsecond or two)
+ * stops and leaves the queue probing: a spinner then takes the CPU from
+ * a thread that could run, perhaps the frontend it waits for, while a
+ * sleeper is the one the scheduler runs first when it wakes.
+ *
+ * A queue with nothing in flight that has taken and answered nothing
+ * since it last ran out of work is idle and never spins: an idle disk
+ * burns no CPU, and a burst ends in at most one window of spinning.
+ *
  * While it spins req_event stays where the last final check put it,
  * behind req_cons whenever requests were taken since, so the frontend
  * sends no event; the final check (req_event, full barrier, req_prod
