@@ -23,12 +23,14 @@
  *                     SQEs, completions) is the same code in both modes.
  *
  * Polling: when the ring has gone empty and the queue is not idle (it has
- * I/O in flight, or took or answered requests since its last sleep), the
- * thread first spins a short, adaptive time (at most poll_duration_us)
- * watching req_prod and its CQ, then sets req_event and looks at the ring
- * once more (RING_FINAL_CHECK_FOR_REQUESTS) before it sleeps.  While it
- * spins req_event is left behind req_cons, so a frontend that pushes
- * requests sends no event.  An idle queue never spins.
+ * I/O in flight, or took or answered requests since its last decision),
+ * the thread first spins a short, adaptive time (at most
+ * poll_duration_us, never while every CPU is wanted) watching req_prod
+ * and its CQ, then sets req_event and looks at the ring once more
+ * (RING_FINAL_CHECK_FOR_REQUESTS) before it sleeps.  While it spins
+ * req_event stays where the last final check put it, behind req_cons
+ * once requests were taken, so a frontend that pushes requests sends no
+ * event.  An idle queue never spins.
  *
  * Ordering rules:
  *   FLUSH_DISKCACHE   fdatasync, then the data (linked SQEs), as Linux's
