@@ -19,12 +19,15 @@ usage: bench/poll/ab.py [BUILD] [--rounds N] [--seconds S] [--qd 1,64]
 a guest have their own vCPUs on Xen); without, the scheduler places them.
 """
 import argparse
+import glob
 import json
 import os
+import resource
 import statistics
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -41,7 +44,6 @@ def busy_jiffies():
 
 
 def vbd_stats(m):
-    import glob
     d = glob.glob(os.path.join(m.run_dir, "sys", "bus", "xen-backend", "devices",
                                "vbd-*", "statistics"))
     out = {}
@@ -68,13 +70,11 @@ def run_fio(m, build, qd, fe, seconds, pin):
            "--ioengine=external:" + os.path.join(build, "lib", "xbd-fio.so"),
            "--xbd_domain=bench", "--xbd_vdev=xvdb", "--xbd_max_queues=1",
            "--xbd_max_ring_page_order=3", f"--xbd_poll_duration_us={fe}"]
-    import threading
     st = []
     t = threading.Timer(seconds / 2 + 0.5, lambda: st.append(vbd_stats(m)))
     t2 = threading.Timer(seconds - 0.2, lambda: st.append(vbd_stats(m)))
     t.start(), t2.start()
     b0 = proc_cpu(m.blkback.proc.pid)
-    import resource
     r0 = resource.getrusage(resource.RUSAGE_CHILDREN)
     j0 = busy_jiffies()
     out = subprocess.run(cmd, capture_output=True, text=True, env=m.env,
