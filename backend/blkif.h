@@ -87,6 +87,12 @@ struct backend_dev {
 	struct be_reap *reap;
 	uint64_t retry_ns;
 	bool dirty;
+	/* Online resize (be_dev_check_size): a grown size whose xenstore
+	 * announce failed (tried again); the last shrunken size refused
+	 * (logged once); what queue 0 measured. */
+	bool size_unannounced;
+	uint64_t refused_size;
+	uint64_t measured_size;          /* queue 0's last probe (atomic); 0: none */
 };
 
 /* Take a reference; the call site names where it is dropped. */

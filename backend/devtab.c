@@ -8,6 +8,7 @@
 #include <unistd.h>
 
 #include "backend/devtab.h"
+#include "backend/tunables.h"
 #include "backend/xenbus.h"
 #include "log.h"
 
@@ -244,6 +245,38 @@ static uint64_t mono_ns(void)
 	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
 }
 
+/* ms until the next online-resize check is due; -1: checks are off. */
+static int size_check_ms(const struct devtab *t, uint64_t now)
+{
+	uint64_t every = tun_get(TUN_SIZE_CHECK_MS), left;
+
+	if (!every)
+		return -1;
+	if (t->size_check_ns <= now)
+		return 0;
+	left = (t->size_check_ns - now + 999999) / 1000000;
+	return (int)(left < every ? left : every);   /* the tunable may have shrunk */
+}
+
+static int min_timeout(int a, int b)
+{
+	if (a < 0)
+		return b;
+	return b >= 0 && b < a ? b : a;
+}
+
+/* Online resize: every size_check_ms, each device's store is asked. */
+static void check_sizes(struct devtab *t, uint64_t now)
+{
+	uint64_t every = tun_get(TUN_SIZE_CHECK_MS);
+
+	if (!every || size_check_ms(t, now) > 0)
+		return;
+	t->size_check_ns = now + every * 1000000;
+	for (unsigned int i = 0; i < t->n; i++)
+		be_dev_check_size(t->dev[i]);
+}
+
 int devtab_timeout_ms(const struct devtab *t)
 {
 	uint64_t now = mono_ns();
@@ -255,7 +288,7 @@ int devtab_timeout_ms(const struct devtab *t)
 		if (ms >= 0 && (best < 0 || ms < best))
 			best = ms;
 	}
-	return best;
+	return t->n ? min_timeout(best, size_check_ms(t, now)) : best;
 }
 
 void devtab_timers(struct devtab *t)
@@ -263,6 +296,7 @@ void devtab_timers(struct devtab *t)
 	uint64_t now = mono_ns();
 	bool any = false;
 
+	check_sizes(t, now);
 	for (unsigned int i = 0; i < t->n; i++)
 		if (be_dev_timer(t->dev[i], now))
 			any = t->dev[i]->dirty = true;

@@ -19,6 +19,7 @@ struct devtab {
 	struct backend_dev **dev;      /* each holds the table's reference */
 	unsigned int n, cap;
 	struct be_rates rates;         /* connects per domain (ctx.rates) */
+	uint64_t size_check_ns;        /* next online-resize check (monotonic) */
 };
 
 /* Watch the backend/vbd directory and adopt every device under it whose
@@ -48,7 +49,8 @@ void devtab_gather(const struct backend_dev *d, int q, struct be_stats *s,
 		   struct gnt_pool_view *v);
 
 /* The ms until devtab_timers() has work (deferred connects, teardown
- * deadlines), or -1; and that work. */
+ * deadlines, the size check of every size_check_ms while a device
+ * exists), or -1; and that work. */
 int devtab_timeout_ms(const struct devtab *t);
 void devtab_timers(struct devtab *t);
 

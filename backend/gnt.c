@@ -70,7 +70,8 @@ void gnt_xport_budget(struct gnt_xport *x, struct gnt_budget *b)
 /* Every page the queue holds now. */
 static uint64_t held(const struct gnt_xport *x)
 {
-	return (uint64_t)x->nr_free + x->pages_out + x->maps_out + x->pool.count;
+	return (uint64_t)x->nr_free + x->pages_out + x->maps_out + x->ind_out +
+	       x->pool.count;
 }
 
 /* Add n pages to b unless that takes it above max.  Lock-free: the
@@ -455,6 +456,23 @@ static enum gnt_mode choose(struct gnt_xport *x, const struct be_pending *p,
 	return GNT_MAP;
 }
 
+/* Short of room: give back what the queue holds idle. */
+static void give_back_idle(struct gnt_xport *x)
+{
+	gntpool_purge(&x->pool, now_ns(), 0, 0);
+	pages_trim(x, 0);
+	publish(x);
+}
+
+/* The second try did not fit either: the request waits. */
+static int refuse(struct gnt_xport *x, enum budget_verdict v)
+{
+	if (v == BUDGET_SHARED)
+		gnt_squeeze_all(now_ns());
+	x->stats.budget_waits++;
+	return -EAGAIN;
+}
+
 /*
  * Reserve the request's pages, or say it must wait (-EAGAIN).  Short of
  * room, the queue first gives back what it holds idle (its free pages
@@ -470,17 +488,10 @@ static int admit(struct gnt_xport *x, struct be_pending *p)
 	p->xport_mode = choose(x, p, &need);
 	if (__builtin_expect(budget_reserve(x, need) == BUDGET_OK, 1))
 		return 0;
-	gntpool_purge(&x->pool, now_ns(), 0, 0);
-	pages_trim(x, 0);
-	publish(x);
+	give_back_idle(x);
 	p->xport_mode = choose(x, p, &need);
 	v = budget_reserve(x, need);
-	if (v == BUDGET_OK)
-		return 0;
-	if (v == BUDGET_SHARED)
-		gnt_squeeze_all(now_ns());
-	x->stats.budget_waits++;
-	return -EAGAIN;
+	return v == BUDGET_OK ? 0 : refuse(x, v);
 }
 
 static int x_map(void *ctx, struct be_pending *p)
@@ -525,14 +536,29 @@ static int x_unmap(void *ctx, struct be_pending *p, bool ok)
 	}
 }
 
+/* Indirect pages are mapped pages like any other: charged to the three
+ * budgets while they are mapped (only during the request's fetch), and
+ * a request they do not fit waits like one whose data does not. */
 static int x_map_indirect(void *ctx, const grant_ref_t *refs, unsigned int n, void **pages)
 {
 	struct gnt_xport *x = ctx;
+	enum budget_verdict v = budget_reserve(x, n);
 	char *base;
-	int rc = xbd_gnttab_map(x->gt, x->domid, n, refs, PROT_READ, (void **)&base);
+	int rc;
 
-	if (rc)
-		return rc;
+	if (v != BUDGET_OK) {
+		give_back_idle(x);
+		v = budget_reserve(x, n);
+		if (v != BUDGET_OK)
+			return refuse(x, v);
+	}
+	x->ind_out += n;
+	rc = xbd_gnttab_map(x->gt, x->domid, n, refs, PROT_READ, (void **)&base);
+	if (rc) {
+		x->ind_out -= n;
+		publish(x);            /* gives the reservation back */
+		return rc == -EAGAIN ? -EIO : rc;   /* -EAGAIN means the budget */
+	}
 	for (unsigned int i = 0; i < n; i++)
 		pages[i] = base + (size_t)i * 4096;
 	return 0;
@@ -543,6 +569,8 @@ static void x_unmap_indirect(void *ctx, void **pages, unsigned int n)
 	struct gnt_xport *x = ctx;
 
 	(void)xbd_gnttab_unmap(x->gt, pages[0], n);
+	x->ind_out -= n;
+	publish(x);
 }
 
 /* The free pages to keep at a tick: above max_buffer_pages (keep), only

@@ -32,8 +32,9 @@
  * blkback stops taking requests when its pending pool is empty.  A
  * request waiting on the vbd's or the backend's budget also squeezes
  * every queue (gnt_squeeze_all) so that idle pools elsewhere give back
- * their pages.  Indirect pages are not charged: a queue maps at most one
- * request's (8 pages) at a time, and unmaps them before the next.
+ * their pages.  Indirect pages are charged too, while they are mapped
+ * (one request's, at most 8, during its fetch): a request whose indirect
+ * pages do not fit waits before they are mapped (map_indirect -EAGAIN).
  *
  * Threads: a struct gnt_xport belongs to its queue thread, with its own
  * gnttab handle (platform handles are not shared between threads).  A
@@ -71,6 +72,7 @@ struct gnt_xport {
 	unsigned int free_low;      /* fewest free pages since the last tick */
 	unsigned int pages_out;     /* buffer pages held by requests */
 	unsigned int maps_out;      /* pages of one-off batch mappings in flight */
+	unsigned int ind_out;       /* indirect pages mapped (during a fetch) */
 	struct gnt_budget *vbd;     /* the vbd's budget; NULL: none */
 	uint64_t charged;           /* pages charged to *vbd and the total */
 	uint64_t squeeze_until_ns;  /* keep no free page before this */

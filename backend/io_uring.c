@@ -311,14 +311,19 @@ static int submit(struct be_io *io, struct be_pending *p)
 	bool data = p->v.nr_segs > 0, flush = k == VREQ_FLUSH || k == VREQ_BARRIER;
 	int st;
 
+	/* One branch when the vbd has no limit.  Every request is one op
+	 * (discards and flushes are writes), data bytes count (limit.h).  A
+	 * held request has taken nothing yet; on stop it goes, so that it is
+	 * answered.  Charged once: a request that then waits for memory
+	 * comes back here with p->limited set. */
+	if (!p->limited && be_limit_active(io->cfg.limit) && !io->stopping) {
+		if (be_limit_hold(io->cfg.limit, &io->limit_wait, k != VREQ_READ,
+				  data ? p->v.nr_sectors << 9 : 0, now_ns()))
+			return IO_THROTTLED;
+		p->limited = true;
+	}
 	if (k == VREQ_DISCARD)
 		return submit_discard(io, p);
-	/* One branch when the vbd has no limit.  A held request has taken
-	 * nothing yet; on stop it goes, so that it is answered. */
-	if (be_limit_active(io->cfg.limit) && data && !io->stopping &&
-	    be_limit_hold(io->cfg.limit, &io->limit_wait, k != VREQ_READ,
-			  p->v.nr_sectors << 9, now_ns()))
-		return IO_THROTTLED;
 	if (reserve_sqes(io, 2))
 		return BLKIF_RSP_ERROR;
 	if (data) {
@@ -364,23 +369,6 @@ static void submit_or_answer(struct be_io *io, struct be_pending *p)
 	}
 }
 
-/* Try the request that waits for memory again (something completed, or
- * a tick passed).  It is the oldest one taken: it goes first. */
-static void retry_waiting(struct be_io *io)
-{
-	struct be_pending *p = io->waiting;
-	int st;
-
-	if (!p)
-		return;
-	st = submit(io, p);
-	if (st == IO_WAITING || st == IO_THROTTLED)
-		return;
-	io->waiting = NULL;
-	if (st != IO_SUBMITTED)
-		complete(io, p, st);
-}
-
 /* ---- Taking requests ----------------------------------------------------- */
 
 static void count_request(struct be_io *io, const struct vreq *v, int status)
@@ -407,31 +395,28 @@ static void count_request(struct be_io *io, const struct vreq *v, int status)
 	}
 }
 
-/* Copy the segments out of the indirect pages, then check them. */
+/* Copy the segments out of the indirect pages, then check them; IO_WAITING
+ * if the pages do not fit the memory budget now (retry_waiting). */
 static int fetch_indirect(struct be_io *io, struct be_pending *p)
 {
 	const struct be_xport_ops *x = io->cfg.xport;
 	void *pages[BLKIF_MAX_INDIRECT_PAGES_PER_REQUEST];
 	unsigned int n = p->v.nr_indirect_pages;
+	int rc = x->map_indirect(io->cfg.xport_ctx, p->v.indirect_grefs, n, pages);
 
-	if (x->map_indirect(io->cfg.xport_ctx, p->v.indirect_grefs, n, pages))
+	if (rc == -EAGAIN)
+		return IO_WAITING;        /* over the memory budget */
+	if (rc)
 		return BLKIF_RSP_ERROR;
 	ring_fetch_indirect_segs(pages, p->v.nr_segs, p->v.segs);
 	x->unmap_indirect(io->cfg.xport_ctx, pages, n);
 	return req_check_segs(&p->v, &io->cfg.limits);
 }
 
-static void dispatch(struct be_io *io, struct be_pending *p, const struct ring_req *in)
+/* A request whose segments are read and checked (st): count it, answer
+ * it if it failed, else hold it behind a barrier or submit it. */
+static void dispatch_checked(struct be_io *io, struct be_pending *p, int st)
 {
-	int st = req_parse(in, &io->cfg.limits, &p->v);
-
-	p->status = BLKIF_RSP_OKAY;
-	p->mapped = false;
-	p->cqes_left = 0;
-	p->start_ns = now_ns();
-	be_stat_add(&io->cfg.stats->inflight, 1);
-	if (st == BLKIF_RSP_OKAY && p->v.nr_indirect_pages)
-		st = fetch_indirect(io, p);
 	count_request(io, &p->v, st);
 	if (st != BLKIF_RSP_OKAY) {
 		complete(io, p, st);
@@ -442,6 +427,56 @@ static void dispatch(struct be_io *io, struct be_pending *p, const struct ring_r
 		return;
 	}
 	submit_or_answer(io, p);
+}
+
+static void dispatch(struct be_io *io, struct be_pending *p, const struct ring_req *in)
+{
+	int st = req_parse(in, &io->cfg.limits, &p->v);
+
+	p->status = BLKIF_RSP_OKAY;
+	p->mapped = false;
+	p->limited = false;
+	p->unfetched = false;
+	p->cqes_left = 0;
+	p->start_ns = now_ns();
+	be_stat_add(&io->cfg.stats->inflight, 1);
+	if (st == BLKIF_RSP_OKAY && p->v.nr_indirect_pages)
+		st = fetch_indirect(io, p);
+	if (st == IO_WAITING) {       /* retry_waiting() fetches it again */
+		be_stat_add(&io->cfg.stats->mem_waits, 1);
+		p->unfetched = true;
+		io->waiting = p;
+		return;
+	}
+	dispatch_checked(io, p, st);
+}
+
+/* Try the request that waits again (for memory: something completed or
+ * a tick passed; for the limiter: its time came).  It is the oldest one
+ * taken: it goes first.  One whose indirect pages did not fit is fetched
+ * now; one that passed the limiter is not charged again (submit). */
+static void retry_waiting(struct be_io *io)
+{
+	struct be_pending *p = io->waiting;
+	int st;
+
+	if (!p)
+		return;
+	if (p->unfetched) {
+		st = fetch_indirect(io, p);
+		if (st == IO_WAITING)
+			return;
+		p->unfetched = false;
+		io->waiting = NULL;
+		dispatch_checked(io, p, st);
+		return;
+	}
+	st = submit(io, p);
+	if (st == IO_WAITING || st == IO_THROTTLED)
+		return;
+	io->waiting = NULL;
+	if (st != IO_SUBMITTED)
+		complete(io, p, st);
 }
 
 /* Adopted requests first, in ring order, under the same barrier rule. */
@@ -487,6 +522,17 @@ int be_io_replay(struct be_io *io, struct be_replay *plan)
 	return 0;
 }
 
+/* Online resize: the control thread grew the store (storage_grow);
+ * requests from this batch on may reach the new end, as Linux blkback
+ * looks at the size once per batch.  The end never moves back. */
+static void follow_size(struct be_io *io)
+{
+	uint64_t sectors = storage_size(io->cfg.storage) >> 9;
+
+	if (sectors > io->cfg.limits.sectors)
+		io->cfg.limits.sectors = sectors;
+}
+
 /* consume(): the ring is empty (not held back): the caller decides
  * between polling and arming req_event. */
 #define RING_DRAINED 1
@@ -498,6 +544,7 @@ static int consume(struct be_io *io)
 	struct be_ring *r = io->cfg.ring;
 	struct ring_req in;
 
+	follow_size(io);
 	replay(io);
 	if (io->replay.e)
 		return 0;            /* a barrier among them: the rest wait */
@@ -860,11 +907,35 @@ static void tick(struct be_io *io)
 	storage_queue_tick(io->cfg.storage, io->sq, now);
 }
 
+/* Online resize: the store's size, every size_check_ms (queue 0). */
+static void probe_size(struct be_io *io)
+{
+	uint64_t every = tun_get(TUN_SIZE_CHECK_MS), now, bytes;
+
+	if (!io->cfg.measured_size || !every)
+		return;
+	now = now_ns();
+	if (now - io->last_probe_ns < every * 1000000ull)
+		return;
+	io->last_probe_ns = now;
+	if (!storage_probe_size(io->cfg.storage, &bytes))
+		__atomic_store_n(io->cfg.measured_size, bytes, __ATOMIC_RELEASE);
+}
+
+/* How long a turn may wait with nothing to do: the tick's period when
+ * there is housekeeping (the transport's, the storage's, the size
+ * probe), else for ever. */
+static int idle_timeout_ms(const struct be_io *io)
+{
+	return has_tick(io) || io->cfg.measured_size ? BE_IO_TICK_MS : -1;
+}
+
 int be_io_run_once(struct be_io *io, int timeout_ms)
 {
 	int crc = take_requests(io, timeout_ms != 0), rc;
 
-	if (io->waiting && be_limit_active(io->cfg.limit))   /* wake to retry */
+	/* held by the limiter (not by the memory budget): wake to retry */
+	if (io->waiting && io->limit_wait.charged && be_limit_active(io->cfg.limit))
 		timeout_ms = be_limit_timeout_ms(&io->limit_wait, timeout_ms, now_ns());
 	rc = arm_storage(io);
 	if (rc < 0)
@@ -884,6 +955,7 @@ int be_io_run_once(struct be_io *io, int timeout_ms)
 	}
 	push(io);
 	tick(io);
+	probe_size(io);
 	if (crc < 0)
 		return crc;
 	if (io->evt_err)
@@ -900,7 +972,7 @@ int be_io_run(struct be_io *io)
 	int rc;
 
 	/* Wake at least every tick for the transport's housekeeping. */
-	while ((rc = be_io_run_once(io, has_tick(io) ? BE_IO_TICK_MS : -1)) == 0)
+	while ((rc = be_io_run_once(io, idle_timeout_ms(io))) == 0)
 		;
 	return rc == 1 ? 0 : rc;
 }

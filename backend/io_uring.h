@@ -71,6 +71,8 @@ struct be_pending {
 	void *xport_priv;           /* for the transport */
 	unsigned int xport_mode;    /* for the transport */
 	bool mapped;                /* map() succeeded: unmap() owed */
+	bool limited;               /* charged to the I/O limits (limit.h) */
+	bool unfetched;             /* its indirect pages did not fit yet */
 	unsigned int cqes_left;     /* completions still to come */
 	int status;                 /* BLKIF_RSP_*, worst so far */
 	uint64_t start_ns;
@@ -89,7 +91,8 @@ struct be_xport_ops {
 	/* The I/O is over (ok: it succeeded).  Deliver read data (bounce
 	 * transports) and release what map() took.  0 or -errno. */
 	int (*unmap)(void *ctx, struct be_pending *p, bool ok);
-	/* Map n indirect pages read-only into pages[] / release them. */
+	/* Map n indirect pages read-only into pages[] / release them.
+	 * -EAGAIN: as map() (the request waits, its segments not read). */
 	int (*map_indirect)(void *ctx, const grant_ref_t *refs, unsigned int n,
 			    void **pages);
 	void (*unmap_indirect)(void *ctx, void **pages, unsigned int n);
@@ -132,6 +135,12 @@ struct be_io_cfg {
 	/* the vbd's poll_duration_us, read at every decision: -1 (or a
 	 * NULL pointer) follows the module parameter */
 	const int64_t *poll_us;
+	/* Online resize: every size_check_ms this queue asks the store for
+	 * its size (storage_probe_size; here, so that a store slow to
+	 * answer stalls only its own vbd, as Linux blkback's per-vbd
+	 * thread does) and stores it (atomic) for the control thread.
+	 * NULL: not this queue's job. */
+	uint64_t *measured_size;
 	unsigned int queue_index;   /* for the storage driver (connections) */
 };
 
@@ -159,6 +168,7 @@ struct be_io {
 	bool rsps_to_push;
 	int evt_err;                /* -EPROTO: the peer fought our event words */
 	uint64_t last_tick_ns;
+	uint64_t last_probe_ns;     /* measured_size's last probe */
 	unsigned int fault_notify;  /* test only: SIGKILL at this notify (io_uring.c) */
 	struct be_replay replay;    /* adopted requests to re-run, then the ring */
 	unsigned int replay_next;

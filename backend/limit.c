@@ -104,6 +104,8 @@ static uint64_t charge(struct be_limit *l, int i, double cost, uint64_t now)
 bool be_limit_hold(struct be_limit *l, struct be_limit_wait *w, bool write,
 		   uint64_t bytes, uint64_t now)
 {
+	if (!w->charged)
+		w->since_ns = now;
 	if (!w->charged || w->gen != __atomic_load_n(&l->gen, __ATOMIC_RELAXED)) {
 		int iops = write ? BE_LIM_WRITE_IOPS : BE_LIM_READ_IOPS;
 		int bps = write ? BE_LIM_WRITE_BPS : BE_LIM_READ_BPS;
@@ -111,18 +113,31 @@ bool be_limit_hold(struct be_limit *l, struct be_limit_wait *w, bool write,
 
 		pthread_mutex_lock(&l->lock);
 		a = charge(l, iops, 1.0, now);
-		b = charge(l, bps, (double)bytes, now);
+		/* no data: a debt of bytes does not hold it */
+		b = bytes ? charge(l, bps, (double)bytes, now) : 0;
 		w->gen = l->gen;
 		pthread_mutex_unlock(&l->lock);
 		w->charged = true;
 		w->until_ns = now + (a > b ? a : b);
-		if (w->until_ns > now)
-			__atomic_add_fetch(&l->waits, 1, __ATOMIC_RELAXED);
 	}
 	if (now < w->until_ns)
 		return true;
 	w->charged = false;
+	if (now > w->since_ns) {      /* it was held: count it as it goes */
+		__atomic_add_fetch(&l->waits, 1, __ATOMIC_RELAXED);
+		__atomic_add_fetch(&l->waited_ns, now - w->since_ns, __ATOMIC_RELAXED);
+	}
 	return false;
+}
+
+uint64_t be_limit_waits(struct be_limit *l)
+{
+	return __atomic_load_n(&l->waits, __ATOMIC_RELAXED);
+}
+
+uint64_t be_limit_waited_us(struct be_limit *l)
+{
+	return __atomic_load_n(&l->waited_ns, __ATOMIC_RELAXED) / 1000;
 }
 
 int be_limit_timeout_ms(const struct be_limit_wait *w, int timeout_ms, uint64_t now)

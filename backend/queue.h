@@ -47,6 +47,10 @@ struct be_queue_cfg {
 	struct be_limit *limit;       /* the vbd's I/O limits; NULL: none */
 	const int64_t *poll_us;       /* the vbd's poll_duration_us; NULL: none */
 	struct req_limits limits;
+	/* Online resize: queue 0 measures its store every size_check_ms
+	 * and stores the bytes here (atomic) for the control thread; NULL
+	 * for the other queues. */
+	uint64_t *measured_size;
 	/* The in-flight journal (journal.h): its file (NULL: no journal)
 	 * and the identity parts the queue does not know (the rest comes
 	 * from the fields above).  adopt: take over the live ring from the

@@ -39,7 +39,7 @@ enum dir_id {
 	D_VBD, D_STATS, D_QUEUE, D_LIMITS
 };
 /* Files: a tunable, the pressure file, a device attribute, a statistic. */
-enum file_id { F_TUNABLE, F_PRESSURE, F_ATTR, F_STAT, F_LIMIT };
+enum file_id { F_TUNABLE, F_PRESSURE, F_ATTR, F_STAT, F_LIMIT, F_LIMIT_STAT };
 
 static const char *const fixed_dirs[] = {
 	[D_ROOT] = "", [D_MODULE] = "module", [D_BLKBACK] = "xen_blkback",
@@ -53,9 +53,13 @@ static const enum dir_id fixed_parent[] = {
 };
 
 static const char *const attr_names[] = { "mode", "physical_device", "state", "nodename",
-					   "storage", "poll_duration_us" };
-enum { ATTR_POLL = 5 };          /* the one writable attribute */
+					   "storage", "sectors", "poll_duration_us" };
+enum { ATTR_POLL = 6 };          /* the one writable attribute */
 enum { NR_ATTRS = sizeof(attr_names) / sizeof(attr_names[0]) };
+
+/* Read-only counters of the limiter, beside the limits (limit.h). */
+static const char *const limit_stat_names[] = { "waits", "waited_us" };
+enum { NR_LIMIT_STATS = sizeof(limit_stat_names) / sizeof(limit_stat_names[0]) };
 
 /* Linux's statistics first (their order in xenbus.c), then ours.  Each
  * name has its own index, so render_stat's values cannot drift from the
@@ -168,6 +172,10 @@ static int step(const struct devtab *t, struct node *n, const char *c)
 	case D_LIMITS:
 		n->file = F_LIMIT;
 		n->idx = be_limit_lookup(c);
+		if (n->idx < 0) {
+			n->file = F_LIMIT_STAT;
+			n->idx = find_name(limit_stat_names, NR_LIMIT_STATS, c);
+		}
 		break;
 	default:
 		break;
@@ -245,6 +253,9 @@ static int render_attr(const struct node *n, char *buf, size_t len)
 		return snprintf(buf, len, "%s %s\n",
 				storage_is_open(&d->st) ? d->st.driver : "none",
 				storage_is_open(&d->st) ? d->st.target : "-");
+	case 5:     /* xbd: what the frontend is told (online resize) */
+		return snprintf(buf, len, "%" PRIu64 "\n",
+				storage_is_open(&d->st) ? storage_size(&d->st) >> 9 : 0);
 	default:
 		return snprintf(buf, len, "%s\n", d->be_path);
 	}
@@ -262,6 +273,10 @@ static int render(const struct node *n, char *buf, size_t len)
 	case F_LIMIT:
 		return snprintf(buf, len, "%" PRIu64 "\n",
 				be_limit_get(&n->d->limit, (enum be_limit_key)n->idx));
+	case F_LIMIT_STAT:
+		return snprintf(buf, len, "%" PRIu64 "\n", n->idx ?
+				be_limit_waited_us(&n->d->limit) :
+				be_limit_waits(&n->d->limit));
 	default:
 		return render_stat(n, buf, len);
 	}
@@ -330,6 +345,8 @@ static void fill_dir(const struct devtab *t, const struct node *n, void *buf,
 	case D_LIMITS:
 		for (int i = 0; i < BE_LIM_COUNT; i++)
 			fill(buf, be_limit_names[i], NULL, 0, 0);
+		for (int i = 0; i < NR_LIMIT_STATS; i++)
+			fill(buf, limit_stat_names[i], NULL, 0, 0);
 		break;
 	default:
 		break;

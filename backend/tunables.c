@@ -13,7 +13,15 @@
 #include <unistd.h>
 #include <valgrind/valgrind.h>
 
+#include "backend/limit.h"
 #include "backend/tunables.h"
+
+/* A default I/O limit of new vbds: 0 (none) by default, the range of the
+ * tree's limits/ files (BE_LIMIT_MAX); only the name and the text vary. */
+#define LIMIT_DEFAULT(id, name, what) \
+	[TUN_DEFAULT_##id] = { "default_" name, TUN_UINT, 0, 0, BE_LIMIT_MAX, 0644, \
+			       what " (xbd only)" }
+#define BURST_0 "0: a tenth of a second's worth"
 
 static const struct tunable table[TUN_COUNT] = {
 	[TUN_MAX_BUFFER_PAGES] = {
@@ -82,36 +90,34 @@ static const struct tunable table[TUN_COUNT] = {
 		"Network storage (nbd, qcow2, rbd): how long a lost connection stalls the "
 		"I/O of disks opened from now on before it fails; the disk works "
 		"again once the store is back (xbd only)" },
+	[TUN_SIZE_CHECK_MS] = {
+		"size_check_ms", TUN_UINT, 1000, 0, 3600000, 0644,
+		"How often the size of every connected disk's store is looked at; "
+		"a store that grew is announced to the frontend (online resize); "
+		"0: never (xbd only)" },
 	[TUN_POLL_DURATION_US] = {
 		"poll_duration_us", TUN_UINT, 50, 0, 1000, 0644,
 		"Longest time a queue thread spins on its ring and its completions "
 		"after the ring went empty, before it sleeps on the event channel; "
 		"adaptive below it, never on an idle queue; 0: never (xbd only)" },
 	/* I/O limits of new vbds (limit.h); the toolstack's nodes win */
-	[TUN_DEFAULT_READ_IOPS] = {
-		"default_read_iops", TUN_UINT, 0, 0, 1ull << 48, 0644,
-		"Read requests per second a new vbd may do; 0: no limit (xbd only)" },
-	[TUN_DEFAULT_WRITE_IOPS] = {
-		"default_write_iops", TUN_UINT, 0, 0, 1ull << 48, 0644,
-		"Write requests per second a new vbd may do; 0: no limit (xbd only)" },
-	[TUN_DEFAULT_READ_BPS] = {
-		"default_read_bps", TUN_UINT, 0, 0, 1ull << 48, 0644,
-		"Bytes per second a new vbd may read; 0: no limit (xbd only)" },
-	[TUN_DEFAULT_WRITE_BPS] = {
-		"default_write_bps", TUN_UINT, 0, 0, 1ull << 48, 0644,
-		"Bytes per second a new vbd may write; 0: no limit (xbd only)" },
-	[TUN_DEFAULT_READ_IOPS_BURST] = {
-		"default_read_iops_burst", TUN_UINT, 0, 0, 1ull << 48, 0644,
-		"Read requests a new vbd may do at once above read_iops; 0: a tenth of a second's worth (xbd only)" },
-	[TUN_DEFAULT_WRITE_IOPS_BURST] = {
-		"default_write_iops_burst", TUN_UINT, 0, 0, 1ull << 48, 0644,
-		"Write requests a new vbd may do at once above write_iops; 0: a tenth of a second's worth (xbd only)" },
-	[TUN_DEFAULT_READ_BPS_BURST] = {
-		"default_read_bps_burst", TUN_UINT, 0, 0, 1ull << 48, 0644,
-		"Bytes a new vbd may read at once above read_bps; 0: a tenth of a second's worth (xbd only)" },
-	[TUN_DEFAULT_WRITE_BPS_BURST] = {
-		"default_write_bps_burst", TUN_UINT, 0, 0, 1ull << 48, 0644,
-		"Bytes a new vbd may write at once above write_bps; 0: a tenth of a second's worth (xbd only)" },
+	LIMIT_DEFAULT(READ_IOPS, "read_iops",
+		      "Read requests per second a new vbd may do; 0: no limit"),
+	LIMIT_DEFAULT(WRITE_IOPS, "write_iops",
+		      "Write requests (flushes and discards too) per second a new vbd "
+		      "may do; 0: no limit"),
+	LIMIT_DEFAULT(READ_BPS, "read_bps",
+		      "Bytes per second a new vbd may read; 0: no limit"),
+	LIMIT_DEFAULT(WRITE_BPS, "write_bps",
+		      "Bytes per second a new vbd may write; 0: no limit"),
+	LIMIT_DEFAULT(READ_IOPS_BURST, "read_iops_burst",
+		      "Read requests a new vbd may do at once above read_iops; " BURST_0),
+	LIMIT_DEFAULT(WRITE_IOPS_BURST, "write_iops_burst",
+		      "Write requests a new vbd may do at once above write_iops; " BURST_0),
+	LIMIT_DEFAULT(READ_BPS_BURST, "read_bps_burst",
+		      "Bytes a new vbd may read at once above read_bps; " BURST_0),
+	LIMIT_DEFAULT(WRITE_BPS_BURST, "write_bps_burst",
+		      "Bytes a new vbd may write at once above write_bps; " BURST_0),
 };
 
 /* Written by the control thread, read by any (relaxed). */

@@ -34,6 +34,7 @@ enum tun_id {
 	TUN_MAX_TOTAL_PAGES,
 	TUN_MAX_CONNECTS_PER_SECOND,
 	TUN_STORAGE_OUTAGE_MS,
+	TUN_SIZE_CHECK_MS,
 	TUN_POLL_DURATION_US,
 	/* a new vbd's I/O limits (limit.h), in be_limit_key order */
 	TUN_DEFAULT_READ_IOPS, TUN_DEFAULT_WRITE_IOPS,

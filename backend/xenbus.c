@@ -529,6 +529,25 @@ static int open_storage(struct backend_dev *d, const char *params)
 	return 0;
 }
 
+/* Adopted: the frontend knows the `sectors` the backend we replace
+ * wrote.  A store that grew while no backend ran is announced at the
+ * next size check (be_dev_check_size); one that shrank cannot be
+ * undone: the requests past its end fail as the store answers them. */
+static void adopted_size(struct backend_dev *d)
+{
+	uint64_t sectors;
+
+	if (xbd_xs_read_u64(d->ctx->xs, XBT_NULL, d->be_path, "sectors", 0, UINT64_MAX,
+			    &sectors))
+		return;
+	if (sectors < d->st.size >> 9)
+		d->size_unannounced = true;
+	else if (sectors > d->st.size >> 9)
+		log_warn("%s: %s shrank to %" PRIu64 " bytes while no backend ran; the "
+			 "frontend still has %" PRIu64 " sectors", d->be_path, d->st.target,
+			 d->st.size, sectors);
+}
+
 int be_dev_probe(const struct be_ctx *ctx, const char *be_path, struct backend_dev **out)
 {
 	struct backend_dev *d = calloc(1, sizeof(*d));
@@ -570,10 +589,12 @@ int be_dev_probe(const struct be_ctx *ctx, const char *be_path, struct backend_d
 	next = restart_state(d, be);
 	if (d->fatal)
 		return -EIO;
-	if (next == XenbusStateConnected)
+	if (next == XenbusStateConnected) {
 		d->state = next;      /* already written by the backend we replace */
-	else
+		adopted_size(d);
+	} else {
 		set_state(d, next);
+	}
 	return 0;
 }
 
@@ -654,6 +675,7 @@ static void queue_cfg(struct backend_dev *d, unsigned int i, struct be_queue_cfg
 		.index = i, .ring_order = d->order, .abi = d->abi,
 		.persistent = d->persistent, .storage = &d->st, .budget = &d->mem,
 		.limit = &d->limit, .poll_us = &d->poll_us,
+		.measured_size = i == 0 ? &d->measured_size : NULL,
 		.limits = {
 			.sectors = d->st.size >> 9, .sector_size = d->st.logical_block,
 			.read_only = d->read_only, .flush = true, .barrier = true,
@@ -853,6 +875,52 @@ void be_dev_storage_event(struct backend_dev *d)
 
 	if (rc && !d->fatal)
 		be_fatal(d, rc, "%s", storage_error());
+}
+
+/* ---- online resize ---------------------------------------------------- */
+
+static int write_resize(struct xs_handle *xs, xs_transaction_t t, void *arg)
+{
+	const struct backend_dev *d = arg;
+	int rc;
+
+	rc = xbd_xs_printf(xs, t, d->be_path, "sectors", "%llu",
+			   (unsigned long long)(d->st.size >> 9));
+	/* the same state again: the frontend's cue to read sectors */
+	return rc ? rc : xbd_xs_printf(xs, t, d->be_path, "state", "%u",
+				       (unsigned int)XenbusStateConnected);
+}
+
+void be_dev_check_size(struct backend_dev *d)
+{
+	uint64_t bytes, old = d->st.size;
+	int rc;
+
+	if (d->state != XenbusStateConnected || d->fatal || d->reap ||
+	    !storage_is_open(&d->st) || !d->nr_queues)
+		return;
+	bytes = __atomic_load_n(&d->measured_size, __ATOMIC_ACQUIRE);
+	if (!bytes)
+		return;                       /* queue 0 has not looked yet */
+	if (bytes < old) {
+		if (bytes != d->refused_size)
+			log_warn("%s: %s shrank from %" PRIu64 " to %" PRIu64 " bytes: "
+				 "refused, the disk keeps its size (a disk in use "
+				 "cannot shrink)", d->be_path, d->st.target, old, bytes);
+		d->refused_size = bytes;
+		return;
+	}
+	if (bytes == old && !d->size_unannounced)
+		return;
+	if (bytes > old && storage_grow(&d->st, bytes))
+		return;
+	rc = xbd_xs_transaction(d->ctx->xs, write_resize, d);
+	d->size_unannounced = rc != 0;
+	if (rc)
+		log_warn("%s: announcing the new size: %s", d->be_path, strerror(-rc));
+	else
+		log_info("%s: resized from %" PRIu64 " to %" PRIu64 " bytes",
+			 d->be_path, old, bytes);
 }
 
 void be_dev_queue_done(struct backend_dev *d, unsigned int q)

@@ -72,6 +72,17 @@ int be_dev_reaped(struct backend_dev *d);
 int be_dev_timeout_ms(const struct backend_dev *d, uint64_t now_ns);
 bool be_dev_timer(struct backend_dev *d, uint64_t now_ns);
 
+/*
+ * Online resize, every size_check_ms: the size queue 0 last measured
+ * (be_io_cfg.measured_size; the control thread never waits on a store)
+ * of a Connected device.  Grown: the queues take the new end
+ * (storage_grow), then `sectors` and state Connected are written again
+ * in one transaction, as Linux xen_vbd_resize does, which the frontend
+ * takes as "read sectors again".  Shrunk: refused (logged once per
+ * size); the disk keeps the size it has.
+ */
+void be_dev_check_size(struct backend_dev *d);
+
 /* Disconnect (waiting for a reaper), close the storage and drop the
  * table's reference. */
 void be_dev_remove(struct backend_dev *d);

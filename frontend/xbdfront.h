@@ -105,6 +105,14 @@ struct xbdfront_opts {
 	 * must not open or close devices.  NULL: none. */
 	void (*detaching)(void *arg);
 	void *detaching_arg;
+	/* Called after an online resize (the backend announced a new
+	 * `sectors` while connected, as Linux xen-blkfront's
+	 * blkfront_connect takes it): the device's capacity is sectors
+	 * (512-byte units) from now on, as xbdfront_get_info reports.
+	 * Runs on the domain's monitor thread; must not open or close
+	 * devices nor wait for I/O on this device.  NULL: none. */
+	void (*resized)(void *arg, uint64_t sectors);
+	void *resized_arg;
 };
 
 #define XBDFRONT_POLL_DURATION_US_DEFAULT 50

@@ -3,6 +3,8 @@
  * xbdfront-io: a guest program on libxbdfront, for tests and by hand.
  *
  *   xbdfront-io [options] DOMID VDEV info     open, print what was negotiated
+ *                                             (--wait-sectors: then follow an
+ *                                             online resize)
  *   xbdfront-io [options] DOMID VDEV verify   write patterns at random
  *                                             offsets, read them back, compare
  *   xbdfront-io [options] DOMID VDEV bench    timed I/O at a queue depth
@@ -18,6 +20,7 @@
 #include <getopt.h>
 #include <inttypes.h>
 #include <poll.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -30,7 +33,8 @@
 static const char usage[] =
 "usage: xbdfront-io [options] DOMID VDEV info|verify|bench|flush|discard\n"
 "open virtual disk VDEV of local domain DOMID with libxbdfront and\n"
-"  info     print what was negotiated with the backend\n"
+"  info     print what was negotiated with the backend; with --wait-sectors,\n"
+"           stay open and print \"resized N\" at each online resize\n"
 "  verify   write patterns at random offsets, read back and compare\n"
 "  bench    keep --qd I/Os of --bs bytes in flight for --seconds; print\n"
 "           iops and MiB/s\n"
@@ -57,6 +61,8 @@ static const char usage[] =
 "  --qd N              bench: I/Os in flight (default 32)\n"
 "  --seconds N         bench: duration (default 5)\n"
 "  --zero-copy         bench: buffers from xbdfront_buf_alloc (no bounce)\n"
+"  --wait-sectors N    info: then wait up to --seconds for the capacity to\n"
+"                      reach N sectors (online resize); 1 if it does not\n"
 "  --offset N          discard: first byte (default 0)\n"
 "  --length N          discard: bytes (default 0: to the end of the disk)\n"
 "  --secure            discard: secure discard\n"
@@ -73,11 +79,12 @@ struct args {
 	bool zero_copy;
 	uint64_t offset, length;
 	bool secure;
+	uint64_t wait_sectors;
 };
 
 enum { O_RUNDIR = 256, O_PLATFORM, O_TIMEOUT, O_QUEUES, O_ORDER, O_INDIRECT,
        O_NOPERS, O_ABI, O_BYTES, O_SEED, O_RW, O_BS, O_QD, O_SECONDS, O_ZC,
-       O_OFFSET, O_LENGTH, O_SECURE, O_NORECOVER, O_POLL };
+       O_OFFSET, O_LENGTH, O_SECURE, O_NORECOVER, O_POLL, O_WAITSECT };
 
 static const struct option longopts[] = {
 	{ "rundir", required_argument, NULL, O_RUNDIR },
@@ -100,6 +107,7 @@ static const struct option longopts[] = {
 	{ "length", required_argument, NULL, O_LENGTH },
 	{ "secure", no_argument, NULL, O_SECURE },
 	{ "poll-duration-us", required_argument, NULL, O_POLL },
+	{ "wait-sectors", required_argument, NULL, O_WAITSECT },
 	{ "help", no_argument, NULL, 'h' },
 	{ NULL, 0, NULL, 0 },
 };
@@ -150,6 +158,7 @@ static int set_opt(struct args *a, int c, const char *v)
 	case O_SECONDS: n = xbd_num(v, 3600); a->seconds = (unsigned int)n; break;
 	case O_OFFSET: n = xbd_num(v, 1ull << 60); a->offset = (uint64_t)n; break;
 	case O_LENGTH: n = xbd_num(v, 1ull << 60); a->length = (uint64_t)n; break;
+	case O_WAITSECT: n = xbd_num(v, 1ull << 60); a->wait_sectors = (uint64_t)n; break;
 	default: return -1;
 	}
 	return n < 0 ? -1 : 0;
@@ -190,6 +199,46 @@ static void print_info(const struct xbdfront_info *i)
 	       i->ring_page_order, i->max_indirect_segs,
 	       i->abi == XBDFRONT_ABI_X86_32 ? "x86_32-abi" : "x86_64-abi",
 	       i->persistent, i->readonly, i->flush, i->barrier, i->discard);
+}
+
+/* Online resize: xbdfront_opts.resized, on the monitor thread, records
+ * the capacity for follow_resize (under resize_lock). */
+static pthread_mutex_t resize_lock = PTHREAD_MUTEX_INITIALIZER;
+static pthread_cond_t resize_cond = PTHREAD_COND_INITIALIZER;
+static uint64_t resized_to;
+
+static void on_resized(void *arg, uint64_t sectors)
+{
+	(void)arg;
+	printf("resized %" PRIu64 "\n", sectors);
+	fflush(stdout);
+	pthread_mutex_lock(&resize_lock);
+	resized_to = sectors;
+	pthread_cond_broadcast(&resize_cond);
+	pthread_mutex_unlock(&resize_lock);
+}
+
+/* info --wait-sectors: wait up to --seconds for the capacity to reach
+ * a->wait_sectors; then print what xbdfront_get_info says. */
+static int follow_resize(struct xbdfront_dev *dev, const struct args *a)
+{
+	struct xbdfront_info info;
+	struct timespec until;
+	int rc = 0;
+
+	clock_gettime(CLOCK_REALTIME, &until);
+	until.tv_sec += a->seconds;
+	pthread_mutex_lock(&resize_lock);
+	while (resized_to < a->wait_sectors && rc != ETIMEDOUT)
+		rc = pthread_cond_timedwait(&resize_cond, &resize_lock, &until);
+	pthread_mutex_unlock(&resize_lock);
+	xbdfront_get_info(dev, &info);
+	printf("sectors-now %" PRIu64 "\n", info.sectors);
+	if (info.sectors >= a->wait_sectors)
+		return 0;
+	fprintf(stderr, "xbdfront-io: the capacity stayed %" PRIu64 " sectors for %u s "
+		"(waited for %" PRIu64 ")\n", info.sectors, a->seconds, a->wait_sectors);
+	return -ETIMEDOUT;
 }
 
 static void pattern(unsigned char *buf, size_t len, uint64_t off, unsigned int seed)
@@ -416,6 +465,7 @@ int main(int argc, char **argv)
 		fputs(usage, stderr);
 		return 2;
 	}
+	a.opts.resized = on_resized;
 	rc = xbdfront_open_why(a.domid, a.vdev, &a.opts, &dev, why, sizeof(why));
 	if (rc) {
 		fprintf(stderr, "xbdfront-io: cannot open %s of domain %u: %s%s%s\n", a.vdev,
@@ -423,8 +473,12 @@ int main(int argc, char **argv)
 		return 1;
 	}
 	xbdfront_get_info(dev, &info);
-	if (!strcmp(a.cmd, "info"))
+	if (!strcmp(a.cmd, "info")) {
 		print_info(&info);
+		fflush(stdout);
+		if (a.wait_sectors)
+			rc = follow_resize(dev, &a);
+	}
 	else if (!strcmp(a.cmd, "verify"))
 		rc = verify(dev, &info, &a);
 	else if (!strcmp(a.cmd, "bench"))

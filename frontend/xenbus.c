@@ -305,13 +305,27 @@ static int read_props(struct fe_xb *xb, struct fe_limits *lim, unsigned int *pss
 	return 0;
 }
 
+/* The application's resize hook, when the capacity is no longer
+ * before (an online resize, or a restarted backend whose store grew). */
+static void tell_resized(struct fe_xb *xb, uint64_t before)
+{
+	struct xbdfront_info now;
+
+	xbdfront_get_info(xb->dev, &now);
+	if (now.sectors != before && xb->opts.resized)
+		xb->opts.resized(xb->opts.resized_arg, now.sectors);
+}
+
 /* The backend is Connected: read the disk, start the queues, Connected. */
 static int finish(struct fe_xb *xb)
 {
+	struct xbdfront_info before = { 0 };
 	struct fe_limits lim;
 	unsigned int pss = 0;
 	int rc;
 
+	if (xb->reconnects)          /* fresh rings after a restart: compare */
+		xbdfront_get_info(xb->dev, &before);
 	rc = read_props(xb, &lim, &pss);
 	if (rc)
 		return rc;
@@ -324,6 +338,8 @@ static int finish(struct fe_xb *xb)
 	if (rc)
 		return fatal(xb, rc, "switching to Connected");
 	xb->phase = PH_CONNECTED;
+	if (xb->reconnects)          /* not the first connect: the open reports that */
+		tell_resized(xb, before.sectors);
 	return 0;
 }
 
@@ -363,11 +379,14 @@ static void recover(struct fe_xb *xb)
  * not signalled: signal every queue once. */
 static void resize(struct fe_xb *xb)
 {
+	struct xbdfront_info before;
 	uint64_t sectors;
 
 	if (xbd_xs_read_u64(xb->xs, XBT_NULL, xb->be, "sectors", 0, UINT64_MAX / 512, &sectors))
 		return;
+	xbdfront_get_info(xb->dev, &before);
 	fe_dev_set_sectors(xb->dev, sectors);    /* and signals every queue */
+	tell_resized(xb, before.sectors);
 }
 
 void fe_xb_on_peer_state(struct fe_xb *xb, enum xenbus_state state)

@@ -19,13 +19,31 @@
 static int fail(char *err, size_t errlen, const char *fmt, ...)
 	__attribute__((format(printf, 3, 4)));
 
+/* The message is one line of printable text (diskspec.h): it quotes the
+ * spec (a vdev, a script, libxlutil's report), which may hold any byte, so
+ * everything else is written as \xNN, cut where err is full. */
 static int fail(char *err, size_t errlen, const char *fmt, ...)
 {
+	char msg[1024];
+	size_t n = 0;
 	va_list ap;
 
 	va_start(ap, fmt);
-	vsnprintf(err, errlen, fmt, ap);
+	vsnprintf(msg, sizeof(msg), fmt, ap);
 	va_end(ap);
+	if (!errlen)
+		return -EINVAL;
+	for (const unsigned char *s = (const unsigned char *)msg; *s; s++) {
+		bool plain = *s >= 0x20 && *s < 0x7f;
+
+		if (n + (plain ? 1 : 4) >= errlen)
+			break;
+		if (plain)
+			err[n++] = (char)*s;
+		else
+			n += (size_t)snprintf(err + n, errlen - n, "\\x%02x", *s);
+	}
+	err[n] = '\0';
 	return -EINVAL;
 }
 
@@ -144,6 +162,14 @@ int xbd_diskspec_parse(int nspecs, const char *const *specs,
 	int rc;
 
 	memset(out, 0, sizeof(*out));
+	/* Xen's scanner (libxlu_disk_l.l) has no rule for some control
+	 * characters in some states and then calls exit() ("flex scanner
+	 * jammed"): no disk path or option holds one, so refuse them first. */
+	for (int i = 0; i < nspecs; i++)
+		for (const unsigned char *c = (const unsigned char *)specs[i]; *c; c++)
+			if (*c < 0x20 || *c == 0x7f)
+				return fail(err, errlen, "control character %c in disk "
+					    "specification %d", *c, i + 1);
 	libxl_device_disk_init(&d);
 	rc = run_parser(nspecs, specs, &d, err, errlen);
 	if (rc == 0 && !d.vdev)

@@ -21,6 +21,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "num.h"
 #include "vbd.h"
 #include "xbd.h"
 
@@ -114,31 +115,15 @@ static int valid_name(const char *name)
 		      "0123456789_.-") == len ? 0 : -EINVAL;
 }
 
-/* "512" (MiB, as xl's memory=), "512k", "256M", "1G". */
+/* "512" (MiB, as xl's memory=), "512k", "256M", "1G" (lib/num.h):
+ * 4 KiB .. 1 TiB, whole pages. */
 static int parse_memory(const char *s, uint64_t *bytes)
 {
-	unsigned long long v;
-	unsigned int shift = 20;
-	char *end;
+	long long v = xbd_size(s, 20, 1ull << 40);
 
-	if (*s < '0' || *s > '9')
+	if (v <= 0 || v % XBD_PAGE_SIZE)
 		return -EINVAL;
-	errno = 0;
-	v = strtoull(s, &end, 10);
-	if (errno)
-		return -EINVAL;
-	if (*end) {
-		const char *sfx = strchr("kKmMgG", *end);
-		if (!sfx || end[1])
-			return -EINVAL;
-		shift = (unsigned int)((sfx - "kKmMgG") / 2 + 1) * 10;
-	}
-	if (v == 0 || v > (1ull << (40 - shift)))
-		return -EINVAL;
-	v <<= shift;
-	if (v % XBD_PAGE_SIZE)
-		return -EINVAL;
-	*bytes = v;
+	*bytes = (uint64_t)v;
 	return 0;
 }
 

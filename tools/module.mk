@@ -6,5 +6,5 @@ test_diskspec_LDLIBS := $(XLU_LIBS)
 
 PROGS += xbd
 xbd_SRCS := tools/xbd.c tools/domain.c tools/block.c tools/vbd.c tools/diskspec.c \
-	tools/top.c
+	tools/top.c tools/resize.c
 xbd_LDLIBS := $(XLU_LIBS) -lm

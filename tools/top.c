@@ -748,6 +748,17 @@ static int run_screen(struct top *t)
 	return 0;
 }
 
+/* stdout failed.  A reader that went away (`xbd top -b | head -3`)
+ * ends a batch quietly with status 0, as top and xentop do; any other
+ * error (a full disk) is one, with its reason. */
+static int out_failed(void)
+{
+	if (errno == EPIPE)
+		return 0;
+	xbd_err("top: cannot write the output: %s", strerror(errno));
+	return 1;
+}
+
 static int run_batch(struct top *t)
 {
 	char buf[1024];
@@ -776,7 +787,7 @@ static int run_batch(struct top *t)
 			}
 		}
 		if (fflush(stdout) == EOF)
-			return 1;              /* the reader went away */
+			return out_failed();
 	}
 	return 0;
 }

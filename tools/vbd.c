@@ -17,10 +17,13 @@
 
 #include <errno.h>
 #include <inttypes.h>
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <xen/io/protocols.h>
+
+#include "num.h"
 
 int xbd_parse_timeout(const char *s, int *ms)
 {
@@ -40,6 +43,7 @@ int xbd_parse_timeout(const char *s, int *ms)
 void xbd_vbd_paths(struct xbd_vbd_paths *p, xbd_domid_t fe, xbd_domid_t be,
 		   uint32_t devid)
 {
+	*p = (struct xbd_vbd_paths){ 0 };   /* every byte defined, whatever fits */
 	snprintf(p->fe, sizeof(p->fe), "/local/domain/%u/device/vbd/%u", fe, devid);
 	snprintf(p->be, sizeof(p->be), "/local/domain/%u/backend/vbd/%u/%u",
 		 be, fe, devid);
@@ -73,29 +77,15 @@ static const char *const limit_nodes[XBD_NR_LIMITS] = {
 };
 #define XBD_LIMIT_MAX (UINT64_C(1) << 48)   /* as the backend takes */
 
-static int parse_limit_value(const char *s, uint64_t *out)
+/* N, or N with K, M or G (x1024), at most max: lib/num.h, as every size
+ * xbd takes (I/O limits here, `xbd block-resize`). */
+int xbd_parse_size(const char *s, uint64_t max, uint64_t *out)
 {
-	uint64_t v, mul = 1;
-	char *end;
+	long long v = xbd_size(s, 0, max > LLONG_MAX ? LLONG_MAX : max);
 
-	if (*s < '0' || *s > '9')
+	if (v < 0)
 		return -EINVAL;
-	errno = 0;
-	v = strtoull(s, &end, 10);
-	if (errno)
-		return -EINVAL;
-	if (*end && !end[1]) {
-		const char *u = strchr("KMG", *end & ~0x20);
-
-		if (!u)
-			return -EINVAL;
-		mul = UINT64_C(1) << (10 * (u - "KMG" + 1));
-	} else if (*end) {
-		return -EINVAL;
-	}
-	if (v > XBD_LIMIT_MAX / mul)
-		return -EINVAL;
-	*out = v * mul;
+	*out = (uint64_t)v;
 	return 0;
 }
 
@@ -122,7 +112,7 @@ int xbd_vbd_parse_limits(const char *arg, struct xbd_vbd_attach *a, char *err,
 				 "_burst", item);
 			return -EINVAL;
 		}
-		if (parse_limit_value(eq + 1, &a->limit[i])) {
+		if (xbd_parse_size(eq + 1, XBD_LIMIT_MAX, &a->limit[i])) {
 			snprintf(err, errlen, "--limit: %s=%s: not a number up to 2^48 "
 				 "(K, M, G: x1024)", item, eq + 1);
 			return -EINVAL;

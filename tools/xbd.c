@@ -55,6 +55,12 @@ static const struct command commands[] = {
 	  "detach a disk",
 	  "  --force         remove the disk's nodes even if the backend does not close\n"
 	  "  --timeout S     wait up to S seconds for the backend's Closed (default 10)\n" },
+	{ "block-resize", cmd_block_resize, "DOMAIN VDEV|DEVID SIZE [--timeout SECONDS]",
+	  "grow a file-backed disk to SIZE bytes while its guest runs",
+	  "  SIZE            bytes, or a number with K, M or G (x1024); a multiple of\n"
+	  "                  512; smaller than the disk is refused\n"
+	  "  --timeout S     wait up to S seconds for the backend to announce the new\n"
+	  "                  size (default 10; 0 = do not wait)\n" },
 	{ "block-list", cmd_block_list, "DOMAIN...",
 	  "list a domain's disks like xl block-list", NULL },
 	{ "top", cmd_top,

@@ -43,6 +43,7 @@ int cmd_domain_list(struct xbd_ctx *c, int argc, char **argv);
 int cmd_block_attach(struct xbd_ctx *c, int argc, char **argv);
 int cmd_block_detach(struct xbd_ctx *c, int argc, char **argv);
 int cmd_block_list(struct xbd_ctx *c, int argc, char **argv);
+int cmd_block_resize(struct xbd_ctx *c, int argc, char **argv);  /* resize.c */
 int cmd_top(struct xbd_ctx *c, int argc, char **argv);          /* top.c */
 
 /* Print a command's usage text (to stderr when err, else stdout). */
@@ -79,6 +80,9 @@ int xbd_resolve_domain(struct xbd_ctx *c, const char *arg, xbd_domid_t *out);
 
 /* qsort comparator for uint32_t. */
 int xbd_cmp_u32(const void *a, const void *b);
+/* A number with an optional K, M or G suffix (x1024, either case), at
+ * most max: 0 or -EINVAL.  --limit values and block-resize sizes. */
+int xbd_parse_size(const char *s, uint64_t max, uint64_t *out);
 /* Parse "--timeout SECONDS" (decimal, fractions allowed, 0 = no wait). */
 int xbd_parse_timeout(const char *s, int *ms);
 

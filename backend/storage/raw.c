@@ -138,6 +138,19 @@ static void try_direct(struct storage *s, const char *path,
 	s->direct = true;
 }
 
+/* Online resize: a file's length or a block device's size now. */
+static int raw_get_size(const struct storage *s, uint64_t *bytes)
+{
+	struct stat st;
+
+	if (s->is_blkdev)
+		return ioctl(s->fd, BLKGETSIZE64, bytes) ? -errno : 0;
+	if (fstat(s->fd, &st))
+		return -errno;
+	*bytes = (uint64_t)st.st_size;
+	return 0;
+}
+
 static void raw_close(struct storage *s)
 {
 	if (s->fd >= 0)
@@ -269,4 +282,5 @@ const struct storage_driver storage_raw_driver = {
 	.queue_open = raw_queue_open,
 	.queue_close = raw_queue_close,
 	.submit = raw_submit,
+	.get_size = raw_get_size,
 };

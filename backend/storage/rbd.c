@@ -115,6 +115,15 @@ static int parse_spec(const char *target, struct rbd_spec *sp)
 	return 0;
 }
 
+/* Online resize: librbd refreshes the image header when another client
+ * (rbd resize) changes it, so this is the image's size now. */
+static int rbd_get_size_vbd(const struct storage *s, uint64_t *bytes)
+{
+	const struct rbd_vbd *v = s->priv;
+
+	return rbd_get_size(v->image, bytes);
+}
+
 static void rbd_close_vbd(struct storage *s)
 {
 	struct rbd_vbd *v = s->priv;
@@ -366,4 +375,5 @@ const struct storage_driver storage_rbd_driver = {
 	.submit = rbdq_submit,
 	.poll = rbdq_poll,
 	.ready = rbdq_ready,
+	.get_size = rbd_get_size_vbd,
 };

@@ -168,6 +168,26 @@ int storage_watch(struct storage *s)
 	return s->drv && s->drv->watch ? s->drv->watch(s) : 0;
 }
 
+int storage_probe_size(const struct storage *s, uint64_t *bytes)
+{
+	int rc;
+
+	if (!s->drv || !s->drv->get_size)
+		return -EOPNOTSUPP;
+	rc = s->drv->get_size(s, bytes);
+	if (!rc)
+		*bytes -= *bytes % s->logical_block;
+	return rc;
+}
+
+int storage_grow(struct storage *s, uint64_t bytes)
+{
+	if (bytes < s->size || bytes % s->logical_block)
+		return -EINVAL;
+	__atomic_store_n(&s->size, bytes, __ATOMIC_RELEASE);
+	return 0;
+}
+
 bool storage_queue_has_tick(const struct storage *s)
 {
 	return s->drv && s->drv->tick;

@@ -71,7 +71,10 @@ struct storage {
 	char target[STORAGE_TARGET_MAX];    /* as given to storage_open */
 	/* Geometry: what the backend advertises. */
 	bool read_only;
-	uint64_t size;          /* bytes, a multiple of logical_block */
+	/* bytes, a multiple of logical_block.  Grows online (storage_grow,
+	 * control thread, atomic store); the queue threads read it with
+	 * storage_size(). */
+	uint64_t size;
 	uint32_t logical_block; /* sector-size */
 	uint32_t physical_block;/* physical-sector-size (>= logical_block) */
 	bool flush;             /* the store has a cache to flush */
@@ -85,11 +88,6 @@ struct storage {
 	int fd;                 /* -1 when closed */
 	bool is_blkdev;
 	bool direct;            /* fd is O_DIRECT */
-	/* Resize: the driver sets resized (atomically) when the store's size
-	 * changed under it; the control plane reads size again then.
-	 * Optional hook, called from the thread that noticed. */
-	void (*on_resize)(void *ctx, uint64_t new_size);
-	void *on_resize_ctx;
 };
 
 /* What the queue loop gives a driver. */
@@ -146,6 +144,11 @@ struct storage_driver {
 	 * (storage_error() says why; the queues fail what they hold). */
 	int (*watch_fd)(const struct storage *s);
 	int (*watch)(struct storage *s);
+	/* Optional, queue 0's thread (it may wait on a slow store, which
+	 * must stall only its own vbd): the store's size now, in bytes
+	 * (raw: fstat or BLKGETSIZE64; rbd: rbd_get_size).  Without it the
+	 * size is the one found at open (nbd: the protocol sends it once). */
+	int (*get_size)(const struct storage *s, uint64_t *bytes);
 };
 
 /* 0 or -errno (-ENOENT, -EACCES, -EBUSY, -EINVAL for a bad sector_size,
@@ -196,6 +199,21 @@ bool storage_queue_has_tick(const struct storage *s);
  * 0 for drivers without. */
 int storage_watch_fd(const struct storage *s);
 int storage_watch(struct storage *s);
+
+/*
+ * Online resize, queue 0's thread: what the store measures now, rounded
+ * down to the logical block (*bytes), or -EOPNOTSUPP for a driver that
+ * cannot tell (nbd, qcow2).
+ */
+int storage_probe_size(const struct storage *s, uint64_t *bytes);
+/* Take a larger size (never a smaller one: -EINVAL); the queue threads
+ * see it at their next batch (storage_size). */
+int storage_grow(struct storage *s, uint64_t bytes);
+/* Any thread: the current size in bytes. */
+static inline uint64_t storage_size(const struct storage *s)
+{
+	return __atomic_load_n(&s->size, __ATOMIC_ACQUIRE);
+}
 
 /* For drivers: record the reason of a failing open (printf style). */
 void storage_set_error(const char *fmt, ...) __attribute__((format(printf, 1, 2)));

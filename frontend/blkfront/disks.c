@@ -61,6 +61,8 @@ struct disks {
 	uint64_t serial;              /* watcher only: the last disk's serial */
 	void (*write_back)(void *arg, const char *name);   /* atomic */
 	void *write_back_arg;
+	void (*resized)(void *arg, const char *name, uint64_t bytes);   /* atomic */
+	void *resized_arg;
 };
 
 void disks_set_write_back(struct disks *t, void (*fn)(void *arg, const char *name),
@@ -68,6 +70,50 @@ void disks_set_write_back(struct disks *t, void (*fn)(void *arg, const char *nam
 {
 	t->write_back_arg = arg;
 	__atomic_store_n(&t->write_back, fn, __ATOMIC_RELEASE);
+}
+
+void disks_set_resized(struct disks *t, void (*fn)(void *arg, const char *name,
+						    uint64_t bytes), void *arg)
+{
+	t->resized_arg = arg;
+	__atomic_store_n(&t->resized, fn, __ATOMIC_RELEASE);
+}
+
+/* The disk's size becomes bytes if that is larger (it never shrinks
+ * under its users: a smaller size from the backend is ignored); true
+ * when it grew. */
+static bool disk_grow(struct disk *d, uint64_t bytes)
+{
+	uint64_t old = disk_size(d);
+
+	while (bytes > old)
+		if (__atomic_compare_exchange_n(&d->size, &old, bytes, false, __ATOMIC_ACQ_REL,
+						__ATOMIC_ACQUIRE))
+			return true;
+	return false;
+}
+
+/* libxbdfront's resize hook (xbdfront_opts.resized), monitor thread. */
+static void disk_resized(void *arg, uint64_t sectors)
+{
+	struct disk *d = arg;
+	void (*fn)(void *, const char *, uint64_t);
+
+	if (sectors > (uint64_t)INT64_MAX / 512) {      /* no file can be that big */
+		log_warn("%s: the backend announced %" PRIu64 " sectors: ignored", d->name,
+			 sectors);
+		return;
+	}
+	if (!disk_grow(d, sectors * 512)) {
+		log_warn("%s: the backend announced %" PRIu64 " bytes, below the disk's "
+			 "%" PRIu64 ": the file keeps its size", d->name, sectors * 512,
+			 disk_size(d));
+		return;
+	}
+	log_info("%s resized: %" PRIu64 " bytes", d->name, sectors * 512);
+	fn = __atomic_load_n(&d->table->resized, __ATOMIC_ACQUIRE);
+	if (fn)
+		fn(d->table->resized_arg, d->name, sectors * 512);
 }
 
 /* libxbdfront's detach hook (xbdfront_opts.detaching): write the disk
@@ -267,6 +313,8 @@ static int disk_open(struct disks *t, uint32_t devid)
 	d->table = t;
 	opts.detaching = disk_detaching;     /* d outlives the device */
 	opts.detaching_arg = d;
+	opts.resized = disk_resized;         /* d outlives the device */
+	opts.resized_arg = d;
 	d->stop_fd = -1;
 	if (xbd_vdev_name(devid, d->name, sizeof(d->name)) < 0)
 		snprintf(d->name, sizeof(d->name), "%" PRIu32, devid);
@@ -288,12 +336,12 @@ static int disk_open(struct disks *t, uint32_t devid)
 		free(d);
 		return rc;
 	}
-	d->size = info.sectors * 512;
+	(void)disk_grow(d, info.sectors * 512);    /* a resize may have come first */
 	d->sector_size = info.sector_size;
 	d->readonly = info.readonly;
 	d->discard = info.discard;
 	d->flush = info.flush || info.barrier;
-	log_info("%s connected: %" PRIu64 " bytes, %u queue(s), %s", d->name, d->size,
+	log_info("%s connected: %" PRIu64 " bytes, %u queue(s), %s", d->name, disk_size(d),
 		 info.nr_queues, d->readonly ? "read-only" : "read-write");
 	pthread_mutex_lock(&t->lock);
 	d->next = t->list;

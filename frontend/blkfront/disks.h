@@ -30,7 +30,7 @@ struct disk {
 	char name[32];                /* vdev name, the file's name */
 	uint32_t devid;
 	struct xbdfront_dev *dev;     /* owned; closed by the watcher */
-	uint64_t size;                /* bytes */
+	uint64_t size;                /* bytes; grows online (atomic: disk_size) */
 	unsigned int sector_size;
 	bool readonly, discard, flush;
 	uint64_t serial;              /* unique per connection of this table (open
@@ -74,6 +74,20 @@ void disks_put(struct disks *t, struct disk *d);
  */
 void disks_set_write_back(struct disks *t, void (*fn)(void *arg, const char *name),
 			  void *arg);
+/*
+ * What an online resize of a disk calls after the disk's size grew
+ * (fs.c: make the kernel take the file's new size), with the disk's
+ * name and new size in bytes; NULL: nothing.  Called on libxbdfront's
+ * monitor thread (xbdfront_opts.resized): fn must not wait for I/O.
+ */
+void disks_set_resized(struct disks *t, void (*fn)(void *arg, const char *name,
+						    uint64_t bytes), void *arg);
+/* The disk's size in bytes now (it grows online); any thread. */
+static inline uint64_t disk_size(const struct disk *d)
+{
+	return __atomic_load_n(&d->size, __ATOMIC_ACQUIRE);
+}
+
 /* Call fn for every connected disk (names for readdir), under the lock. */
 void disks_each(struct disks *t, void (*fn)(void *arg, const struct disk *d), void *arg);
 

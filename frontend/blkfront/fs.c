@@ -57,10 +57,10 @@
  * read-modify-write path, so a few serve any queue depth. */
 #define FS_MAX_THREADS 4
 
-/* Seconds the kernel keeps a disk's attributes.  The size is fixed for
- * the life of an inode (a re-attach is a new inode: its generation is
- * the new serial), and with the writeback cache the kernel would ask
- * again before every write(2) once they expired. */
+/* Seconds the kernel keeps a disk's attributes.  The size changes only
+ * by an online resize, which tells the kernel itself (grow_file), and
+ * with the writeback cache the kernel would ask again before every
+ * write(2) once they expired. */
 #define FS_ATTR_TIMEOUT 3600.0
 /* Read-ahead of a disk file (the bdi's read_ahead_kb), one largest FUSE
  * request: sequential buffered reads reach the ring as 1 MiB reads. */
@@ -102,13 +102,15 @@ static struct disk *disk_of(fuse_req_t req, fuse_ino_t ino, const struct fuse_fi
 
 static void disk_stat(const struct disk *d, struct stat *st)
 {
+	uint64_t size = disk_size(d);
+
 	memset(st, 0, sizeof(*st));
 	st->st_ino = ino_of(d);
 	st->st_mode = S_IFREG | (d->readonly ? 0444 : 0644);
 	st->st_nlink = 1;
-	st->st_size = (off_t)d->size;
+	st->st_size = (off_t)size;
 	st->st_blksize = 4096;
-	st->st_blocks = (blkcnt_t)(d->size / 512);
+	st->st_blocks = (blkcnt_t)(size / 512);
 }
 
 /* The sector-aligned span [*a, *a + *alen) covering [off, off + len). */
@@ -303,20 +305,21 @@ static void fs_read(fuse_req_t req, fuse_ino_t ino, size_t len, off_t off,
 {
 	struct disk *d = disk_of(req, ino, fi);
 	struct fs_io *io;
-	uint64_t a;
+	uint64_t a, size;
 	size_t alen;
 
 	if (!d) {
 		fuse_reply_err(req, EIO);       /* detached under an open file */
 		return;
 	}
-	if (off < 0 || (uint64_t)off >= d->size || !len) {
+	size = disk_size(d);
+	if (off < 0 || (uint64_t)off >= size || !len) {
 		disks_put(table(req), d);
 		fuse_reply_buf(req, NULL, 0);
 		return;
 	}
-	if (len > d->size - (uint64_t)off)
-		len = (size_t)(d->size - (uint64_t)off);
+	if (len > size - (uint64_t)off)
+		len = (size_t)(size - (uint64_t)off);
 	align_span(d, (uint64_t)off, len, &a, &alen);
 	io = io_new(req, d, FS_READ, alen);
 	if (!io)
@@ -330,14 +333,16 @@ static void fs_read(fuse_req_t req, fuse_ino_t ino, size_t len, off_t off,
  * answer.  Lengths past the end are cut, as on a block device. */
 static int write_check(const struct disk *d, off_t off, size_t *len)
 {
+	uint64_t size = disk_size(d);
+
 	if (d->readonly)
 		return EROFS;
 	if (off < 0)
 		return EINVAL;
-	if ((uint64_t)off >= d->size)
+	if ((uint64_t)off >= size)
 		return ENOSPC;          /* the end of a block device */
-	if (*len > d->size - (uint64_t)off)
-		*len = (size_t)(d->size - (uint64_t)off);
+	if (*len > size - (uint64_t)off)
+		*len = (size_t)(size - (uint64_t)off);
 	return 0;
 }
 
@@ -402,6 +407,8 @@ static void fs_fsync(fuse_req_t req, fuse_ino_t ino, int datasync, struct fuse_f
  * whole sectors; nothing else is supported, as on a block device. */
 static int fallocate_check(const struct disk *d, int mode, off_t off, off_t len)
 {
+	uint64_t size = disk_size(d);
+
 	if (mode != (FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE))
 		return EOPNOTSUPP;
 	if (d->readonly)
@@ -409,8 +416,8 @@ static int fallocate_check(const struct disk *d, int mode, off_t off, off_t len)
 	if (!d->discard)
 		return EOPNOTSUPP;
 	if (off < 0 || len <= 0 || (uint64_t)off % d->sector_size ||
-	    (uint64_t)len % d->sector_size || (uint64_t)off > d->size ||
-	    (uint64_t)len > d->size - (uint64_t)off)
+	    (uint64_t)len % d->sector_size || (uint64_t)off > size ||
+	    (uint64_t)len > size - (uint64_t)off)
 		return EINVAL;
 	return 0;
 }
@@ -475,7 +482,8 @@ static void fs_getattr(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi
 }
 
 /* truncate(2) only to the disk's own size (a no-op: the size is the
- * backend's), and to 0 without a file (what an O_TRUNC open sends; also
+ * backend's; after an online resize, grow_file's way of telling the
+ * kernel the new size), and to 0 without a file (what an O_TRUNC open sends; also
  * truncate(2) to 0, which cannot be told apart): ignored, as a block
  * device ignores O_TRUNC, and answered with the disk's size, which the
  * kernel then keeps.  Times are accepted and not kept; no chmod or
@@ -496,7 +504,7 @@ static void fs_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *attr, int to
 		rc = EPERM;
 	else if ((to_set & FUSE_SET_ATTR_SIZE) && d->readonly)
 		rc = EROFS;
-	else if ((to_set & FUSE_SET_ATTR_SIZE) && (uint64_t)attr->st_size != d->size &&
+	else if ((to_set & FUSE_SET_ATTR_SIZE) && (uint64_t)attr->st_size != disk_size(d) &&
 		 (fi || attr->st_size != 0))
 		rc = EINVAL;
 	disk_stat(d, &st);
@@ -844,6 +852,72 @@ out:
 		log_warn("%s: write-back not done: %s", name, strerror(rc));
 }
 
+/*
+ * Online resize.  With the writeback cache the kernel keeps its own size
+ * of a regular file and ignores the size getattr answers (its
+ * fuse_change_attributes trusts the cached i_size), so a grown disk is
+ * shown the one way the kernel takes a size from us: a truncate(2) of
+ * the file to its new size, which fs_setattr accepts (the disk's own
+ * size now) and whose answer the kernel keeps; reads and writes past the
+ * old end then reach us.  In a thread of its own: the truncate waits
+ * for the file's writes in flight, which the caller (libxbdfront's
+ * monitor thread) may be the one to recover.  Lifetime: the thread owns
+ * its job and frees it.  EINVAL: a later resize grew the disk further
+ * (its own job sets that size); ENOENT: the disk went.
+ */
+struct grow_job {
+	char path[4096 + 40];
+	char name[32];
+	uint64_t bytes;
+};
+
+/* Jobs running (atomic): a backend announcing size after size (hostile,
+ * or a store growing in many small steps) gets at most this many
+ * threads; the next announce after they finished shows the latest. */
+#define FS_MAX_GROW_JOBS 8
+static unsigned int fs_grow_jobs;
+
+static void *grow_main(void *arg)
+{
+	struct grow_job *j = arg;
+
+	if (truncate(j->path, (off_t)j->bytes) < 0 && errno != EINVAL && errno != ENOENT)
+		log_warn("%s: showing the new size %" PRIu64 ": %s", j->name, j->bytes,
+			 strerror(errno));
+	free(j);
+	__atomic_sub_fetch(&fs_grow_jobs, 1, __ATOMIC_RELEASE);
+	return NULL;
+}
+
+static void grow_file(void *dir, const char *name, uint64_t bytes)
+{
+	struct grow_job *j = NULL;
+	pthread_attr_t attr;
+	pthread_t th;
+	int rc = EAGAIN;
+
+	if (__atomic_add_fetch(&fs_grow_jobs, 1, __ATOMIC_ACQUIRE) <= FS_MAX_GROW_JOBS) {
+		j = calloc(1, sizeof(*j));
+		rc = ENOMEM;
+	}
+	if (j) {
+		snprintf(j->path, sizeof(j->path), "%s/%s", (const char *)dir, name);
+		snprintf(j->name, sizeof(j->name), "%s", name);
+		j->bytes = bytes;
+		pthread_attr_init(&attr);
+		pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
+		rc = pthread_create(&th, &attr, grow_main, j);
+		pthread_attr_destroy(&attr);
+		if (rc)
+			free(j);
+	}
+	if (rc) {
+		__atomic_sub_fetch(&fs_grow_jobs, 1, __ATOMIC_RELEASE);
+		log_warn("%s: the file keeps its old size until re-attached: %s", name,
+			 strerror(rc));
+	}
+}
+
 /* Write back and flush every disk's file under dir (see above). */
 static void write_back_all(struct disks *t, const char *dir)
 {
@@ -905,8 +979,10 @@ static int run(struct fuse_session *se, struct disks *t, const char *dir)
 		/* a detach writes the disk back through the mount while the
 		 * loop serves it (disks.h) */
 		disks_set_write_back(t, write_back, (void *)dir);
+		disks_set_resized(t, grow_file, (void *)dir);
 		/* 0: unmounted or stopped by a signal, < 0: error */
 		rc = fuse_session_loop_mt(se, cfg) < 0 ? -EIO : 0;
+		disks_set_resized(t, NULL, NULL);
 		disks_set_write_back(t, NULL, NULL);
 		__atomic_store_n(&s.loop_done, true, __ATOMIC_RELEASE);
 		/* a stopper still waiting returns: SIGTERM is blocked in every

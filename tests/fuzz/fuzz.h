@@ -8,6 +8,7 @@
 #ifndef XBD_FUZZ_H
 #define XBD_FUZZ_H
 
+#include <ftw.h>
 #include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -33,6 +34,21 @@ static inline bool take(struct cursor *c, void *dst, size_t n)
 	c->p += k;
 	c->left -= k;
 	return k > 0;
+}
+
+static inline int fuzz_rm_entry(const char *path, const struct stat *st, int flag,
+				struct FTW *f)
+{
+	(void)st;
+	(void)flag;
+	(void)f;
+	return remove(path);
+}
+
+/* Remove a private run directory and everything in it (at exit). */
+static inline void fuzz_rm_tree(const char *dir)
+{
+	nftw(dir, fuzz_rm_entry, 16, FTW_DEPTH | FTW_PHYS);
 }
 
 #endif

@@ -498,6 +498,7 @@ int __wrap_munmap(void *addr, size_t len)
  * backend) ends in ioctl(BLKDISCARD / BLKSECDISCARD): wrapped, with the
  * same range checks, and nothing else may reach an ioctl. */
 int __real_ioctl(int fd, unsigned long req, ...);
+static unsigned int blk_discards;     /* ioctls checked, this burst */
 
 int __wrap_ioctl(int fd, unsigned long req, ...)
 {
@@ -510,6 +511,7 @@ int __wrap_ioctl(int fd, unsigned long req, ...)
 	CHECK(fd == disk_fd && disk_blkdev && lim.discard && !lim.read_only);
 	CHECK(req == BLKDISCARD || (req == BLKSECDISCARD && lim.discard_secure));
 	check_extent(range[0], range[1]);
+	blk_discards++;
 	return 0;
 }
 
@@ -590,6 +592,7 @@ static void check_responses(const uint8_t *ring_in, const struct be_ring *r,
 	size_t rsz = r->abi == RING_ABI_X86_32 ? 108 : 112;   /* entry stride */
 	static uint64_t want[1024], got[1024];
 	static int verbose = -1;
+	unsigned int discards_ok = 0;
 
 	if (verbose < 0)
 		verbose = getenv("FUZZ_VERBOSE") != NULL;
@@ -605,11 +608,21 @@ static void check_responses(const uint8_t *ring_in, const struct be_ring *r,
 		CHECK(status == BLKIF_RSP_OKAY || status == BLKIF_RSP_ERROR ||
 		      status == BLKIF_RSP_EOPNOTSUPP);
 		CHECK(rsp[9] == 0);
+		discards_ok += rsp[8] == BLKIF_OP_DISCARD && status == BLKIF_RSP_OKAY;
 		want[i] = slot_id(ring_in, r->abi, r->nr_ents, start + i);
 		if (verbose)
 			fprintf(stderr, "response id %llu op %u status %d\n",
 				(unsigned long long)got[i], rsp[8], status);
 	}
+	/* On a block device a discard reaches the disk only through the
+	 * checked ioctl (raw.c storage_discard), one per discard answered
+	 * OKAY (an empty one is answered OKAY without it); on a file it is
+	 * a checked FALLOCATE SQE. */
+	if (disk_blkdev)
+		CHECK(blk_discards <= discards_ok);
+	else
+		CHECK(blk_discards == 0);
+	blk_discards = 0;
 	qsort(want, n, sizeof(want[0]), cmp_u64);
 	qsort(got, n, sizeof(got[0]), cmp_u64);
 	CHECK(!memcmp(want, got, n * sizeof(got[0])));
@@ -762,6 +775,142 @@ static void load_ring(struct cursor *c, const struct fz_hdr *h, enum ring_abi ab
 	ring_in_len = RING_HDR_SIZE + ring_len;
 	for (unsigned int i = 0; i < FZ_GRANTS; i++)
 		take_page(c, i);
+}
+
+/*
+ * A structure-aware mutator (libFuzzer's LLVMFuzzerCustomMutator): half of
+ * the mutations are libFuzzer's own byte-level ones (with the blkif
+ * dictionary), the other half rewrite one field of one request slot in
+ * the input's ring image, or one header field, with a value from the
+ * places where validation decides: an operation (valid, indirect,
+ * unknown), a segment count at a limit (0, 11, 12, 255; indirect 256 ...
+ * 65535), a segment naming a granted or ungranted ref and any first/last
+ * sector, a sector at the disk's end or past it, an indirect page ref, a
+ * copy of another slot (duplicate ids), the published count.  Growing
+ * the ring image moves the guest pages behind it.  Replays (make check)
+ * never call it: it only chooses what to try.
+ */
+size_t LLVMFuzzerMutate(uint8_t *data, size_t size, size_t max_size);
+
+static uint32_t mut_rand(unsigned int *seed)
+{
+	*seed = *seed * 1103515245u + 12345u;
+	return *seed >> 8;
+}
+
+/* Make the ring image at least len bytes (zero-filled); the new size. */
+static size_t ring_grow(uint8_t *d, size_t size, size_t max, size_t len)
+{
+	const size_t at = sizeof(struct fz_hdr);
+	uint16_t rl;
+	size_t add;
+
+	memcpy(&rl, d + at, 2);
+	if (at + 2 + (size_t)rl > size) {
+		/* Cut short: the harness reads the rest as zeros; so do we. */
+		rl = (uint16_t)(size - at - 2);
+		memcpy(d + at, &rl, 2);
+	}
+	if (rl >= len)
+		return size;
+	add = len - rl;
+	if (size + add > max)
+		return size;
+	memmove(d + at + 2 + len, d + at + 2 + rl, size - at - 2 - rl);
+	memset(d + at + 2 + rl, 0, add);
+	rl = (uint16_t)len;
+	memcpy(d + at, &rl, 2);
+	return size + add;
+}
+
+size_t LLVMFuzzerCustomMutator(uint8_t *data, size_t size, size_t max_size,
+			       unsigned int seed)
+{
+	static const uint16_t nsegs_ind[] = { 0, 1, 11, 12, 255, 256, 257, 511, 512,
+					      513, 1024, 1025, 4096, 65535 };
+	static const uint8_t ops[] = { 0, 1, 2, 3, 5, 6, 6, 4, 9, 0xff };
+	const size_t at = sizeof(struct fz_hdr) + 2;
+	struct fz_hdr h;
+	size_t ssz, nslots, off;
+	uint16_t rl;
+	uint32_t r = mut_rand(&seed);
+	uint8_t *q;
+
+	if ((r & 1) || size < at || max_size < at + 112)
+		return LLVMFuzzerMutate(data, size, max_size);
+	memcpy(&h, data, sizeof(h));
+	ssz = (h.cfg0 & 1) ? 108 : 112;
+	memcpy(&rl, data + sizeof(h), 2);
+	nslots = rl / ssz;
+	off = (size_t)(mut_rand(&seed) % (nslots + 1));   /* one past: a new slot */
+	if (off > 16)
+		off = mut_rand(&seed) % 16;
+	size = ring_grow(data, size, max_size, (off + 1) * ssz);
+	memcpy(&rl, data + sizeof(h), 2);
+	if (rl < (off + 1) * ssz)
+		return LLVMFuzzerMutate(data, size, max_size);
+	nslots = rl / ssz;              /* now all inside the input */
+	q = data + at + off * ssz;
+	switch (mut_rand(&seed) % 9) {
+	case 0:                 /* the operation */
+		q[0] = ops[mut_rand(&seed) % sizeof(ops)];
+		break;
+	case 1: {               /* the segment count */
+		uint16_t n = nsegs_ind[mut_rand(&seed) % (sizeof(nsegs_ind) / 2)];
+
+		if (q[0] == BLKIF_OP_INDIRECT)
+			memcpy(q + 2, &n, 2);
+		else
+			q[1] = (uint8_t)n;
+		break;
+	}
+	case 2: {               /* a direct segment */
+		size_t seg = (ssz == 108 ? 20 : 24) + (mut_rand(&seed) % 11) * 8;
+		uint32_t gref = mut_rand(&seed) % (FZ_GRANTS + 2);
+
+		memcpy(q + seg, &gref, 4);
+		q[seg + 4] = (uint8_t)(mut_rand(&seed) % 9);
+		q[seg + 5] = (uint8_t)(mut_rand(&seed) % 9);
+		break;
+	}
+	case 3: {               /* the sector, around the disk's end */
+		uint64_t blocks = (uint64_t)h.disk_blocks + 1, ss = 512u << ((h.cfg1 >> 3) & 3);
+		uint64_t sec = blocks * (ss >> 9) - (mut_rand(&seed) % 16);
+
+		if (mut_rand(&seed) & 1)
+			sec = ~0ull - (mut_rand(&seed) % 16);
+		/* the same place in a direct and an indirect request */
+		memcpy(q + (ssz == 108 ? 12 : 16), &sec, 8);
+		break;
+	}
+	case 4: {               /* an indirect page */
+		uint32_t gref = mut_rand(&seed) % (FZ_GRANTS + 2);
+
+		q[0] = BLKIF_OP_INDIRECT;
+		q[1] = (uint8_t)(mut_rand(&seed) % 4);
+		memcpy(q + (ssz == 108 ? 24 : 28) + (mut_rand(&seed) % 8) * 4, &gref, 4);
+		break;
+	}
+	case 5:                 /* a copy of another slot: same id, same pages */
+		if (nslots)
+			memmove(q, data + at + (mut_rand(&seed) % nslots) * ssz, ssz);
+		break;
+	case 6:                 /* how many are published */
+		h.nreq = (uint16_t)(mut_rand(&seed) % (off + 3));
+		break;
+	case 7:                 /* a grant given or taken, writable or not */
+		h.granted ^= 1u << (mut_rand(&seed) % FZ_GRANTS);
+		if (mut_rand(&seed) & 1)
+			h.readonly ^= 1u << (mut_rand(&seed) % FZ_GRANTS);
+		break;
+	default:                /* the limits */
+		h.cfg0 ^= (uint8_t)(1u << (1 + mut_rand(&seed) % 7));
+		h.cfg1 ^= (uint8_t)(1u << (mut_rand(&seed) % 8));
+		h.max_indirect = nsegs_ind[mut_rand(&seed) % (sizeof(nsegs_ind) / 2)];
+		break;
+	}
+	memcpy(data, &h, sizeof(h));
+	return size;
 }
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)

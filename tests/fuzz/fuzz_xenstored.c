@@ -35,7 +35,6 @@
  */
 #include <dirent.h>
 #include <errno.h>
-#include <ftw.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -213,17 +212,9 @@ static void check_store(void)
 
 /* ---- setup and teardown ----------------------------------------------- */
 
-static int rm_entry(const char *path, const struct stat *st, int flag, struct FTW *f)
-{
-	(void)st;
-	(void)flag;
-	(void)f;
-	return remove(path);
-}
-
 static void cleanup_rundir(void)
 {
-	nftw(rundir_buf, rm_entry, 16, FTW_DEPTH | FTW_PHYS);
+	fuzz_rm_tree(rundir_buf);
 }
 
 static void init_once(void)

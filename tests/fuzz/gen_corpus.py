@@ -328,7 +328,156 @@ def be_negotiate_seeds():
     return seeds
 
 
-TARGETS = {"be_negotiate": be_negotiate_seeds, "xenstored": xenstored_seeds, "be_request": be_request_seeds, "fe_response": fe_response_seeds}
+# ---- journal ------------------------------------------------------------
+# struct fz_hdr of fuzz_journal.c, then the file from req_cons on: req_cons,
+# rsp_prod, then nr_ents entries of 144 bytes (state, idx, rsp_idx, pad,
+# then backend/ring.h struct ring_req: 128 bytes).
+JE_FREE, JE_INFLIGHT, JE_ANSWERING = 0, 1, 2
+
+
+def jrn_entry(state, idx, rsp_idx=0, op=READ, nsegs=1, rid=1, sector=0):
+    copied = min(nsegs, 11) if op in (READ, WRITE, BARRIER, FLUSH) else 0
+    if op == INDIRECT:
+        copied = min((nsegs + 511) // 512, 8)
+    req = struct.pack("<BBBxHHQQQI", op, READ if op == INDIRECT else 0, 0, nsegs, 0,
+                      rid, sector, 0, copied)
+    req += seg(8) * min(copied, 11)
+    req = req.ljust(128, b"\0")
+    return struct.pack("<IIII", state, idx, rsp_idx, 0) + req
+
+
+def jrn_input(rsp_prod, req_cons, hdr_rsp, entries, order=0, raw=None, stale=False,
+              short=False, long=False):
+    cfg = order | (8 if raw is not None else 0) | (16 if stale else 0) | \
+        (32 if short else 0) | (64 if long else 0)
+    body = struct.pack("<II", req_cons, hdr_rsp)
+    ents = {slot: e for slot, e in entries}
+    last = max(ents) + 1 if ents else 0
+    for i in range(last):
+        body += ents.get(i, b"\0" * 144)
+    return struct.pack("<BI", cfg, rsp_prod) + (raw or b"\0" * 24) + body
+
+
+def journal_seeds():
+    r = 1000
+    w = 0xfffffff0          # index wrap
+    return [
+        ("empty", jrn_input(r, r, r, [])),
+        ("empty-order5", jrn_input(r, r, r, [], order=5)),
+        ("inflight1", jrn_input(r, r + 1, r, [(0, jrn_entry(JE_INFLIGHT, r))])),
+        ("inflight3", jrn_input(r, r + 3, r, [(2, jrn_entry(JE_INFLIGHT, r + 1, op=WRITE)),
+                                              (5, jrn_entry(JE_INFLIGHT, r)),
+                                              (7, jrn_entry(JE_INFLIGHT, r + 2, op=FLUSH, nsegs=0))])),
+        ("cons-not-moved", jrn_input(r, r, r, [(0, jrn_entry(JE_INFLIGHT, r))])),
+        ("answering-published", jrn_input(r + 1, r + 1, r, [(0, jrn_entry(JE_ANSWERING, r, rsp_idx=r))])),
+        ("answering-unpublished", jrn_input(r, r + 1, r, [(0, jrn_entry(JE_ANSWERING, r, rsp_idx=r))])),
+        ("indirect", jrn_input(r, r + 1, r, [(1, jrn_entry(JE_INFLIGHT, r, op=INDIRECT, nsegs=600))])),
+        ("discard", jrn_input(r, r + 1, r, [(0, jrn_entry(JE_INFLIGHT, r, op=DISCARD, nsegs=0))])),
+        ("wrap", jrn_input(w, w + 2, w, [(0, jrn_entry(JE_INFLIGHT, w + 1)),
+                                         (1, jrn_entry(JE_INFLIGHT, w))])),
+        ("bad-copied", jrn_input(r, r + 1, r, [(0, jrn_entry(JE_INFLIGHT, r)[:48] + b"\x05" +
+                                                 jrn_entry(JE_INFLIGHT, r)[49:])])),
+        ("duplicate", jrn_input(r, r + 2, r, [(0, jrn_entry(JE_INFLIGHT, r)),
+                                              (1, jrn_entry(JE_INFLIGHT, r))])),
+        ("stale", jrn_input(r, r, r, [], stale=True)),
+        ("short", jrn_input(r, r, r, [], short=True)),
+        ("long", jrn_input(r, r, r, [], long=True)),
+        ("bad-magic", jrn_input(r, r, r, [], raw=b"\1" * 24)),
+    ]
+
+
+# ---- disk_spec ----------------------------------------------------------
+# The specs of one disk, NUL-separated: the examples of
+# xl-disk-configuration(5) that tests/unit/test_diskspec.c checks, the
+# forms xbd adds (NBD/RBD URIs, qcow2), and what xbd refuses.
+
+def disk_spec_seeds():
+    groups = [
+        ["/dev/vg/guest-volume,,hda"], ["/dev/vg/guest-volume,raw,hda,rw"],
+        ["format=raw, vdev=hda, access=rw, target=/dev/vg/guest-volume"],
+        ["raw:/dev/vg/guest-volume,hda,w"], ["/root/image.iso,,hdc,cdrom"],
+        ["/root/image.iso,raw,hdc,devtype=cdrom"], ["raw:/root/image.iso,hdc:cdrom,ro"],
+        ["vg/guest-volume,,xvdb"], ["phy:/dev/sdz,xvdb,w"], ["tap:aio:/img,xvdc,r"],
+        ["file:/img,xvdq,w"], ["vdev=xvdb, target=/srv/a,b c"],
+        ["/img,raw,xvdb,rw,no-discard,direct-io-safe,backendtype=phy"],
+        ["backend=driverdom,/img,,d1p2"], ["discard,/img,,xvdb,r"],
+        ["script=block,/img,,xvdb"], ["vdev=xvde", "access=ro", "target=/img"],
+        ["/img", "raw", "xvdb", "w"], ["format=qcow2,vdev=xvdb,target=/srv/a.qcow2"],
+        ["vdev=xvdb,target=nbd://localhost:10809/export"],
+        ["vdev=xvdb,target=nbd+unix:///e?socket=/run/s"], ["vdev=xvdb,target=rbd:pool/img"],
+        ["format=qcow2,vdev=xvdb,target=nbd://h/e"], ["format=vhd,vdev=xvdb,target=/img"],
+        ["backendtype=qdisk,vdev=xvdb,target=/img"], ["specification=virtio,vdev=xvdb,target=/img"],
+        ["colo,colo-host=h,colo-port=1,colo-export=e,active-disk=a,hidden-disk=b,vdev=xvdb,target=/img"],
+        ["script=/bin/sh,vdev=xvdb,target=/img"], ["vdev=xvdzzzzzz,target=/img"],
+        ["vdev=sda17,target=/img"], [",,hdc,cdrom"], ["vdev=xvdb"], ["target=/img"],
+        ["vdev=xvdb,trusted,target=/img"], ["vdev=xvdb,untrusted,removable,target=/img"],
+        ["vdev=xvdb,target=\"/a b\""], ["vdev=xvdb,target=" + "a" * 5000],
+    ]
+    return [(f"{i:02d}", b"\0".join(x.encode() for x in g)) for i, g in enumerate(groups)]
+
+
+# ---- local_platform -----------------------------------------------------
+# struct fz_op of fuzz_local_platform.c: op, a, b (u16), val (u64).
+(LP_GNT_WRITE, LP_GNT_VALID, LP_ACTIVE, LP_MAP, LP_UNMAP, LP_COPY, LP_EV_BIND,
+ LP_EV_FLAGS, LP_EV_OFFER, LP_BIND, LP_EV_OP, LP_UNBIND) = range(12)
+
+
+def lp(op, a=0, b=0, val=0):
+    return struct.pack("<BBHQ", op, a, b, val)
+
+
+def lp_grant(ref, frame, ro=False):
+    return lp(LP_GNT_VALID, 1 if ro else 0, ref, frame)
+
+
+def lp_map(refs, rw=False, raw_ref=None):
+    a = (len(refs) - 1) | (4 if rw else 0) | (0x80 if raw_ref is not None else 0)
+    val = int.from_bytes(bytes(refs).ljust(8, b"\0"), "little")
+    return lp(LP_MAP, a, raw_ref or 0, val)
+
+
+def lp_copy(ref, off, length, to_grant=False, both=False):
+    a = 3 if both else (2 if to_grant else 1)
+    return lp(LP_COPY, a, ref, off | length << 16)
+
+
+def local_platform_seeds():
+    return [
+        ("map-ro", lp_grant(8, 3) + lp_map([8]) + lp(LP_UNMAP)),
+        ("map-rw", lp_grant(8, 3) + lp_map([8], rw=True) + lp(LP_UNMAP)),
+        ("map-run", lp_grant(8, 3) + lp_grant(9, 4) + lp_grant(10, 5) +
+         lp_map([8, 9, 10], rw=True)),
+        ("map-scattered", lp_grant(8, 7) + lp_grant(9, 2) + lp_grant(10, 11) +
+         lp_grant(11, 12) + lp_map([8, 9, 10, 11])),
+        ("map-twice", lp_grant(8, 3) + lp_map([8]) + lp_map([8], rw=True) +
+         lp(LP_UNMAP) + lp(LP_UNMAP)),
+        ("map-ro-as-rw", lp_grant(8, 3, ro=True) + lp_map([8], rw=True)),
+        ("map-bad-frame", lp_grant(8, 17) + lp_map([8])),
+        ("map-bad-ref", lp_map([0], raw_ref=40000)),
+        ("map-other-dom", lp(LP_GNT_VALID, 2 | (5 << 2), 8, 3) + lp_map([8])),
+        ("map-junk", lp(LP_GNT_WRITE, 0, 8, 0xffffffffffffffff) + lp_map([8])),
+        ("map-scribbled-pins", lp_grant(8, 3) + lp(LP_ACTIVE, 0, 8, 0xffffffff) +
+         lp_map([8], rw=True) + lp(LP_UNMAP)),
+        ("regrant-mapped", lp_grant(8, 3) + lp_map([8]) + lp_grant(8, 9) + lp(LP_UNMAP)),
+        ("copy-from", lp_grant(8, 3) + lp_copy(8, 100, 200)),
+        ("copy-to", lp_grant(9, 3) + lp_copy(8, 0, 4096, to_grant=True)),
+        ("copy-both", lp_grant(8, 3) + lp_grant(9, 4) + lp_copy(8, 0, 512, both=True)),
+        ("copy-over-end", lp_grant(8, 3) + lp_copy(8, 4000, 200)),
+        ("evtchn", lp(LP_EV_OFFER, 0, 3) + lp(LP_BIND, 0, 3) + lp(LP_EV_OP, 0) +
+         lp(LP_EV_OP, 2) + lp(LP_EV_OP, 1) + lp(LP_EV_OP, 0) + lp(LP_UNBIND)),
+        ("evtchn-no-offer", lp(LP_BIND, 0, 3)),
+        ("evtchn-peer-closes", lp(LP_EV_OFFER, 0, 5) + lp(LP_BIND, 0, 5) +
+         lp(LP_EV_BIND, 0, 5, 0) + lp(LP_EV_OP, 0) + lp(LP_UNBIND)),
+        ("evtchn-flags", lp(LP_EV_OFFER, 0, 7) + lp(LP_BIND, 0, 7) +
+         lp(LP_EV_FLAGS, 0, 7, 1 << 32 | 2) + lp(LP_EV_OP, 0) + lp(LP_EV_OP, 2)),
+        ("evtchn-owner-junk", lp(LP_EV_OFFER, 0, 9) + lp(LP_BIND, 0, 9) +
+         lp(LP_EV_FLAGS, 0, 9, 1025 << 32) + lp(LP_EV_OP, 0)),
+        ("evtchn-other-dom", lp(LP_EV_BIND, 0, 3, 2 | 4 << 8) + lp(LP_BIND, 0, 3)),
+    ]
+
+
+TARGETS = {"local_platform": local_platform_seeds, "disk_spec": disk_spec_seeds, "be_negotiate": be_negotiate_seeds, "xenstored": xenstored_seeds, "be_request": be_request_seeds,
+           "fe_response": fe_response_seeds, "journal": journal_seeds}
 
 if __name__ == "__main__":
     for t in sys.argv[1:] or sorted(TARGETS):

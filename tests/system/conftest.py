@@ -5,6 +5,14 @@ Every test runs real processes built in $XBD_BUILD (build-asan/ under
 `make check`) inside a private XBD_RUNDIR, and stops every process it
 started.  A daemon whose log mentions a sanitizer report or a failed
 assertion fails the test that started it (our dmesg scan).
+
+Every test is bounded in time here, inside pytest (not only by an outer
+`timeout`, whose kill skips every cleanup and leaves fio and daemons
+running): its setup, its call and its teardown each get TIME_LIMIT
+seconds (XBD_TEST_TIME_LIMIT, default 300; 0: none), or what
+@pytest.mark.time_limit(S) says.  Past it SIGALRM raises TimeLimit where
+the test waits, so it fails with a traceback and its fixtures' teardown
+still runs (and stops what they started).
 """
 import os
 import signal
@@ -18,6 +26,8 @@ BUILD = os.environ.get("XBD_BUILD") or os.path.join(
     os.path.dirname(__file__), "..", "..", "build-asan")
 BUILD = os.path.abspath(BUILD)
 BIN = os.path.join(BUILD, "bin")
+
+TIME_LIMIT = float(os.environ.get("XBD_TEST_TIME_LIMIT", "300"))
 
 BAD_LOG_WORDS = ("AddressSanitizer", "LeakSanitizer", "runtime error:",
                  "Assertion", "assertion", "fatal error")
@@ -115,3 +125,56 @@ def daemons(tmp_path):
         d.stop()
     for d in started:
         d.assert_clean_log()
+
+
+# ---- the per-test time limit (see the module's docstring) ----------------
+
+class TimeLimit(Exception):
+    """A test phase ran past its time limit."""
+
+
+def pytest_configure(config):
+    config.addinivalue_line(
+        "markers", "time_limit(seconds): bound of each of the test's setup, "
+        "call and teardown (default XBD_TEST_TIME_LIMIT or 300 s; 0: none)")
+
+
+def _limit_of(item):
+    m = item.get_closest_marker("time_limit")
+    return float(m.args[0]) if m else TIME_LIMIT
+
+
+def _bounded(item, phase):
+    """Around one phase: SIGALRM after the limit raises TimeLimit in the
+    main thread, where pytest runs the test (and where it waits)."""
+    limit = _limit_of(item)
+    if limit <= 0:
+        yield
+        return
+
+    def expired(signum, frame):
+        raise TimeLimit(f"{item.nodeid}: {phase} ran past its time limit "
+                        f"of {limit:g} s")
+
+    old = signal.signal(signal.SIGALRM, expired)
+    signal.setitimer(signal.ITIMER_REAL, limit)
+    try:
+        yield
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, old)
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_setup(item):
+    yield from _bounded(item, "setup")
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_call(item):
+    yield from _bounded(item, "call")
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_teardown(item, nextitem):
+    yield from _bounded(item, "teardown")

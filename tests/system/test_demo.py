@@ -10,6 +10,8 @@ import signal
 import subprocess
 import time
 
+import pytest
+
 from conftest import BUILD
 from guest_fixtures import mounted_under
 
@@ -54,6 +56,7 @@ def check_ok(r, d):
     assert mounted_under(d) == []
 
 
+@pytest.mark.time_limit(900)      # two demos, each bounded at 300 s
 def test_demo_runs_twice(tmp_path):
     d = str(tmp_path / "demo")
     check_ok(run_demo(d), d)

@@ -7,6 +7,8 @@ squeeze) land where Documentation/xen-host.md says."""
 import os
 import subprocess
 
+import pytest
+
 from conftest import BUILD
 
 ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
@@ -22,6 +24,7 @@ def make_install(dest):
     assert r.returncode == 0, f"make install failed:\n{r.stdout}{r.stderr}"
 
 
+@pytest.mark.time_limit(900)      # make install may rebuild (600 s bound)
 def test_make_install(tmp_path):
     dest = str(tmp_path / "stage")
     make_install(dest)

@@ -9,6 +9,7 @@ within 100 ms; a second guest's unlimited disk on the same backend keeps
 its speed.  Rates are what the limiter enforces, not performance claims:
 the machine only has to be faster than the limits."""
 import errno
+import json
 import os
 import subprocess
 import time
@@ -16,6 +17,7 @@ import time
 import pytest
 
 from conftest import binary
+from tree_files import cat as tree_cat, echo
 from guest_fixtures import guest, fio_ok, wait_until  # noqa: F401
 from test_fio_engine import ENGINE, engine_env
 
@@ -31,32 +33,12 @@ def lguest(guest):
     return guest
 
 
-def tree(g, rel):
-    return os.path.join(g.rundir, "sys", rel)
-
-
 def vbd_dir(g, domid, devid=51728):
     return f"{DEVICES}/vbd-{domid}-{devid}"
 
 
 def cat(g, rel):
-    with open(tree(g, rel)) as f:
-        return f.read().strip()
-
-
-def echo(g, rel, value):
-    """`echo value > file`: 0 or the errno."""
-    try:
-        fd = os.open(tree(g, rel), os.O_WRONLY | os.O_TRUNC)
-    except OSError as e:
-        return e.errno
-    try:
-        os.write(fd, value.encode())
-        return 0
-    except OSError as e:
-        return e.errno
-    finally:
-        os.close(fd)
+    return tree_cat(g, rel).strip()
 
 
 def attach(g, img, vdev, domain="g1", limit=None):
@@ -101,10 +83,16 @@ def test_iops_limit_from_attach_holds_within_5_percent(lguest):
     assert cat(g, f"{d}/limits/read_iops") == "400"
     assert cat(g, f"{d}/limits/write_bps") == str(8 * MiB)
     assert cat(g, f"{d}/limits/write_iops") == "0"
+    assert cat(g, f"{d}/limits/waits") == "0"
     out = run_fio(g, fio_job(g, "randread", "4k", 10))
     print(f"read_iops=400: fio {out['read_iops']} IOPS over {out['seconds']} s")
     assert out["error"] == 0
     assert within(out["read_iops"], 400), out
+    # the requests held went on waiting: QD16 on two queues at 400 IOPS
+    # means almost every request waited, about 2 x 16 / 400 s each
+    waits, waited_us = int(cat(g, f"{d}/limits/waits")), int(cat(g, f"{d}/limits/waited_us"))
+    print(f"limits/waits {waits}, waited_us {waited_us}")
+    assert waits > 1000 and waited_us > 5 * 10**6, (waits, waited_us)
 
 
 def test_bps_limit_set_live_holds_within_5_percent(lguest):
@@ -118,6 +106,29 @@ def test_bps_limit_set_live_holds_within_5_percent(lguest):
     bps = out["write_kb"] * 1024 / out["seconds"]
     print(f"write_bps=4 MiB/s: fio {bps / MiB:.3f} MiB/s over {out['seconds']} s")
     assert within(bps, 4 * MiB), out
+
+
+def test_discard_is_one_write_op_and_no_bytes(lguest):
+    """Discards are charged one op each against write_iops and nothing
+    against write_bps (limit.h): 1 MiB trims at write_iops=200 run at
+    200/s although write_bps=64K would allow one every 16 s if their
+    bytes counted; without any charge they would run thousands a second."""
+    g = lguest
+    attach(g, g.disk(size=64 * MiB), "xvdb", limit="write_iops=200,write_bps=64K")
+    argv = [a for a in fio_job(g, "randtrim", "1M", 5) if not a.startswith("--terse")]
+    argv[argv.index("--output-format=terse")] = "--output-format=json"
+    r = subprocess.run(argv, capture_output=True, text=True, cwd=g.rundir,
+                       timeout=120, env=engine_env(g))
+    assert r.returncode == 0, r.stderr
+    job = json.loads(r.stdout[r.stdout.index("{"):])["jobs"][0]   # terse v3 has no trims
+    trim = job["trim"]
+    rate = trim["total_ios"] / (trim["runtime"] / 1000)
+    waits = int(cat(g, f"{vbd_dir(g, g.domid)}/limits/waits"))
+    print(f"write_iops=200, write_bps=64K: {rate:.1f} trims/s of 1 MiB "
+          f"over {trim['runtime'] / 1000} s; limits/waits {waits}")
+    assert job["error"] == 0
+    assert within(rate, 200, 0.10), trim
+    assert waits > 500
 
 
 def test_bad_values_are_refused(lguest):

@@ -313,3 +313,33 @@ def test_restarted_backend_adopts_a_guest_on_rbd(ceph, guest):
         .stdout.strip() == "4")
     res = fio_ok(r)
     assert res[0]["write_kb"] == res[0]["read_kb"] == 8 * 1024, res
+
+
+def test_rbd_resize_grows_the_guest_disk(ceph, guest):
+    """`rbd resize` of an attached image (another client changes the
+    header; librbd refreshes it): the backend's size check sees it and
+    the guest's disk file grows; `xbd block-resize` refuses an rbd disk
+    (it grows files) with one line."""
+    ceph.rbd("create", "--size", "16M", "rbd/grow")
+    attach(guest, f"target={rbd_target(ceph, 'grow')}")
+    dev = os.path.join(guest.dev_dir, "xvdb")
+    guest.start_blkfront(wait_for=dev)
+    assert os.stat(dev).st_size == 16 * MiB
+    ceph.rbd("resize", "--size", "48M", "rbd/grow")
+    wait_until(lambda: os.stat(dev).st_size == 48 * MiB, timeout=15,
+               what="the disk file grown to 48 MiB")
+    with open(dev, "r+b") as f:
+        f.seek(48 * MiB - 65536)
+        f.write(b"\x3c" * 65536)
+        os.fsync(f.fileno())
+    r = guest.xbd("block-resize", "g1", "xvdb", "64M", check=False)
+    assert r.returncode == 1 and "served by the rbd driver" in r.stderr, r.stderr
+    assert len(r.stderr.strip().splitlines()) == 1
+    guest.blkfront.stop()
+    guest.blkfront = None
+    guest.detach()
+    dump = os.path.join(guest.rundir, "grow.raw")
+    ceph.rbd("export", "rbd/grow", dump)
+    with open(dump, "rb") as f:
+        data = f.read()
+    assert len(data) == 48 * MiB and data[-65536:] == b"\x3c" * 65536

@@ -16,6 +16,7 @@ import time
 import pytest
 
 from conftest import binary
+from tree_files import cat, echo
 from xbd_fixtures import machine  # noqa: F401  (fixture)
 
 PARAMS = "module/xen_blkback/parameters"
@@ -54,26 +55,6 @@ def start_backend(daemons, m, *args, started=None, ready=None):
     return d
 
 
-def cat(m, rel):
-    with open(os.path.join(m.rundir, "sys", rel)) as f:
-        return f.read()
-
-
-def echo(m, rel, value):
-    """`echo -n value > file`: 0 or the errno of open/write."""
-    try:
-        fd = os.open(os.path.join(m.rundir, "sys", rel), os.O_WRONLY | os.O_TRUNC)
-    except OSError as e:
-        return e.errno
-    try:
-        os.write(fd, value.encode())
-        return 0
-    except OSError as e:
-        return e.errno
-    finally:
-        os.close(fd)
-
-
 def open_files(pid):
     out = set()
     for fd in os.listdir(f"/proc/{pid}/fd"):
@@ -105,7 +86,8 @@ def test_parameters_as_linux(daemons, machine, backends):
     assert names - set(LINUX) == {"max_indirect_segments", "grant_copy_max_bytes",
                                   "io_wait_poll", "max_queue_pages", "max_vbd_pages",
                                   "max_total_pages", "max_connects_per_second",
-                                  "storage_outage_ms", "poll_duration_us"} | {
+                                  "storage_outage_ms", "size_check_ms",
+                                  "poll_duration_us"} | {
         f"default_{k}{b}" for k in ("read_iops", "write_iops", "read_bps", "write_bps")
         for b in ("", "_burst")}
     for name, (default, mode) in LINUX.items():
@@ -162,6 +144,7 @@ def test_devices_and_max_queues_next_connection(daemons, machine, backends, tmp_
     assert cat(machine, f"{vbd}/physical_device") == "0:0\n"
     assert cat(machine, f"{vbd}/nodename") == be + "\n"
     assert cat(machine, f"{vbd}/storage") == f"raw {img}\n"
+    assert cat(machine, f"{vbd}/sectors") == f"{(1 << 20) // 512}\n"
     for counter in ("oo_req", "rd_req", "wr_req", "f_req", "ds_req", "rd_sect",
                     "wr_sect"):
         assert cat(machine, f"{vbd}/statistics/{counter}") == "0\n"

@@ -9,7 +9,9 @@ xvdc while xvdb stays idle (attached, no frontend).
   - a real terminal (tmux on a private socket): the screen comes up
     sorted by vbd, `>` keys move the sort to iops and the busy row moves
     to the top (capture-pane), `q` quits with exit status 0;
-  - bad arguments: one line on stderr, exit status 2.
+  - bad arguments: one line on stderr, exit status 2;
+  - `xbd top -b | head -3`: the reader closing the pipe ends it quietly
+    with status 0 (as top and xentop).
 """
 import json
 import os
@@ -237,6 +239,32 @@ def test_bad_arguments(guest, args):
     lines = r.stderr.splitlines()
     assert len(lines) == 1 and lines[0].startswith("xbd: top: "), r.stderr
     assert r.stdout == ""
+
+
+def test_closed_pipe_ends_quietly(guest):
+    """`xbd top -b | head -3`: once head has its lines and closes the
+    pipe, the next write fails with EPIPE (SIGPIPE is ignored) and top
+    ends with status 0 and nothing on stderr, not 1."""
+    start_machine(guest)
+    head = subprocess.Popen(["head", "-3"], stdin=subprocess.PIPE,
+                            stdout=subprocess.PIPE, text=True)
+    top_p = subprocess.Popen([binary("xbd"), "--rundir", guest.rundir, "top", "-b",
+                              "--delay", "0.1"], env=sanitizer_env(guest.env),
+                             stdout=head.stdin, stderr=subprocess.PIPE, text=True)
+    head.stdin.close()              # top holds the only write end
+    head.stdin = None
+    try:
+        out, _ = head.communicate(timeout=30)
+        _, err = top_p.communicate(timeout=30)
+    finally:
+        for p in (top_p, head):
+            if p.poll() is None:
+                p.kill()
+                p.wait()
+    lines = out.splitlines()
+    assert len(lines) == 3 and lines[0].startswith("GUEST"), out
+    assert top_p.returncode == 0, (top_p.returncode, err)
+    assert err == "", err
 
 
 def test_not_a_terminal(guest):

@@ -210,6 +210,72 @@ static void test_probe_connect_close(void **state)
 			 -ENOENT);
 }
 
+/* A request of one page at sector: its status. */
+static int16_t one_write(struct fx *fx, struct gring *r, uint64_t sector)
+{
+	RING_IDX old = r->prod;
+	uint64_t id;
+	int16_t st;
+
+	put_req(r, BLKIF_OP_WRITE, 3000 + sector, sector, fx->g.rw[0]);
+	push(r, old);
+	get_rsp(r, &id, &st);
+	assert_true(id == 3000 + sector);
+	return st;
+}
+
+/* Wait (3 s at most) until queue 0 has measured bytes (it looks every
+ * size_check_ms), then the control thread's check. */
+static void check_when_measured(struct backend_dev *d, uint64_t bytes)
+{
+	for (int i = 0; i < 300 && __atomic_load_n(&d->measured_size, __ATOMIC_ACQUIRE) != bytes;
+	     i++)
+		usleep(10000);
+	assert_true(__atomic_load_n(&d->measured_size, __ATOMIC_ACQUIRE) == bytes);
+	be_dev_check_size(d);
+}
+
+/* Online resize (be_dev_check_size): a grown file is announced (sectors,
+ * state Connected again) and the queue takes the new end; a shrunk one
+ * is refused and changes nothing. */
+static void test_online_resize(void **state)
+{
+	struct fx *fx = *state;
+	struct backend_dev *d;
+	const uint64_t new_end = (8u << 20) / 512 - 8;    /* the last page */
+
+	toolstack_attach(fx, BE1, FE1, "w");
+	assert_int_equal(be_dev_probe(&fx->ctx, BE1, &d), 0);
+	gring_share(&fx->g, &fx->gr[0], 0, RING_ABI_X86_64);
+	write_queue(fx, FE1, &fx->gr[0], true);
+	fe_state(fx, FE1, XenbusStateInitialised);
+	assert_int_equal(be_dev_changed(d), 0);
+	assert_int_equal(be_state(fx, BE1), XenbusStateConnected);
+	assert_int_equal(getu(fx, BE1, "sectors"), 8192);
+	check_when_measured(d, 4u << 20);                  /* unchanged: nothing */
+	assert_int_equal(getu(fx, BE1, "sectors"), 8192);
+
+	assert_int_equal(ftruncate(fx->fd, 8u << 20), 0);
+	assert_int_equal(one_write(fx, &fx->gr[0], new_end), BLKIF_RSP_ERROR);  /* not yet */
+	put(fx, BE1, "state", "1");              /* to see that it is written again */
+	check_when_measured(d, 8u << 20);
+	assert_int_equal(getu(fx, BE1, "sectors"), 16384);
+	assert_int_equal(be_state(fx, BE1), XenbusStateConnected);
+	assert_int_equal(one_write(fx, &fx->gr[0], new_end), BLKIF_RSP_OKAY);
+	gring_roundtrip(&fx->g, &fx->gr[0], new_end, 1, 2);
+
+	assert_int_equal(ftruncate(fx->fd, 2u << 20), 0);  /* shrunk: refused */
+	check_when_measured(d, 2u << 20);
+	be_dev_check_size(d);
+	assert_int_equal(getu(fx, BE1, "sectors"), 16384);
+	assert_true(d->st.size == 8u << 20 && d->refused_size == 2u << 20);
+
+	put(fx, BE1, "online", "0");
+	fe_state(fx, FE1, XenbusStateClosed);
+	assert_int_equal(be_dev_changed(d), BE_DEV_REMOVE);
+	be_dev_remove(d);
+}
+
 struct bad_key {
 	const char *key, *value;     /* value NULL: remove the key */
 	const char *error;           /* start of the error node */
@@ -448,6 +514,7 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test_setup_teardown(test_probe_connect_close, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_bad_frontend_keys, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_online_resize, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_probe_failures_and_read_only, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_overrun_is_fatal_for_that_disk, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_async_teardown_and_connect_rate, setup,

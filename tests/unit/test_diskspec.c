@@ -132,6 +132,16 @@ static void test_rejected(void **state)
 		{ "/x,,hde", "invalid virtual disk identifier hde (disk or partition out of range)" },
 		{ "/x,,xvda256", "invalid virtual disk identifier xvda256" },
 		{ "/x,,floppy", "invalid virtual disk identifier floppy" },
+		/* libxlutil's scanner calls exit() on some control characters
+		 * ("flex scanner jammed"): refused before it runs (found by
+		 * fuzz_disk_spec: tests/fuzz/corpus/disk_spec/crash-lexer-exit) */
+		{ "b,,d2p[vdev=\n", "control character \\x0a in disk specification 1" },
+		{ "/x,,xvdb\033[2J", "control character \\x1b" },
+		/* one line of printable text whatever the spec holds (found by
+		 * fuzz_disk_spec: tests/fuzz/corpus/disk_spec/crash-vdev-newline) */
+		{ "/x,,d\n0p2", "control character \\x0a" },
+		{ "/x,,xvdb\xc3\xa9", "invalid virtual disk identifier xvdb\\xc3\\xa9" },
+		{ "script=/a\xff/b,/x,,xvdb", "unsupported script=/a\\xff/b" },
 	};
 	(void)state;
 	for (size_t i = 0; i < N(bad); i++) {

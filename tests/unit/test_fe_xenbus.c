@@ -450,6 +450,73 @@ static void test_negotiate_multi_queue(void **state)
 	fx_teardown(&f, true);
 }
 
+/* Online resize: the backend writes a new `sectors` and state Connected
+ * again in one transaction (Linux xen_vbd_resize); the capacity follows
+ * and xbdfront_opts.resized is called once per change. */
+static pthread_mutex_t rs_lock = PTHREAD_MUTEX_INITIALIZER;
+static pthread_cond_t rs_cond = PTHREAD_COND_INITIALIZER;
+static unsigned int rs_calls;
+static uint64_t rs_sectors;
+
+static void on_resized(void *arg, uint64_t sectors)
+{
+	(void)arg;
+	pthread_mutex_lock(&rs_lock);
+	rs_calls++;
+	rs_sectors = sectors;
+	pthread_cond_broadcast(&rs_cond);
+	pthread_mutex_unlock(&rs_lock);
+}
+
+static int write_resize(struct xs_handle *xs, xs_transaction_t t, void *arg)
+{
+	int rc = xbd_xs_printf(xs, t, BE, "sectors", "%llu", *(unsigned long long *)arg);
+
+	return rc ? rc : xbd_xs_printf(xs, t, BE, "state", "%u", XenbusStateConnected);
+}
+
+/* Wait up to 5 s for the n-th call; the calls so far. */
+static unsigned int rs_wait(unsigned int n)
+{
+	struct timespec until;
+	unsigned int got;
+
+	clock_gettime(CLOCK_REALTIME, &until);
+	until.tv_sec += 5;
+	pthread_mutex_lock(&rs_lock);
+	while (rs_calls < n && pthread_cond_timedwait(&rs_cond, &rs_lock, &until) == 0)
+		;
+	got = rs_calls;
+	pthread_mutex_unlock(&rs_lock);
+	return got;
+}
+
+static void test_online_resize(void **state)
+{
+	const struct offer o = { { { "feature-flush-cache", "1" } } };
+	unsigned long long grown = 3ull * DISK_BYTES / 512, same = grown;
+	struct xbdfront_info info;
+	struct fx f;
+
+	(void)state;
+	rs_calls = 0;
+	fx_setup(&f, &o, true);
+	f.opts.resized = on_resized;
+	assert_int_equal(xbdfront_open(GUEST, "xvda", &f.opts, &f.dev), 0);
+	assert_int_equal(rs_calls, 0);                 /* not at the first connect */
+	assert_int_equal(xbd_xs_transaction(f.s.xs, write_resize, &grown), 0);
+	assert_int_equal(rs_wait(1), 1);
+	assert_int_equal(rs_sectors, grown);
+	assert_int_equal(xbdfront_get_info(f.dev, &info), 0);
+	assert_int_equal(info.sectors, grown);
+	/* Connected again with the same size (a re-attach's cue): no call */
+	assert_int_equal(xbd_xs_transaction(f.s.xs, write_resize, &same), 0);
+	usleep(300 * 1000);
+	assert_int_equal(rs_wait(1), 1);
+	rw_check(&f, 4096, 4096, 3);                   /* the ring still works */
+	fx_teardown(&f, false);
+}
+
 /* A backend with no multi-queue, no multi-page ring and an x86_32 guest:
  * the single-queue single-page keys. */
 static void test_negotiate_legacy_keys(void **state)
@@ -745,6 +812,7 @@ int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_negotiate_multi_queue),
+		cmocka_unit_test(test_online_resize),
 		cmocka_unit_test(test_negotiate_legacy_keys),
 		cmocka_unit_test(test_persistent_stated_at_connect),
 		cmocka_unit_test(test_timeout),

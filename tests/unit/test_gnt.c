@@ -32,6 +32,7 @@ struct fx {
 	struct be_io io;
 	struct be_stats stats;
 	struct fe fe;
+	const struct be_xport_ops *ops;   /* NULL: gnt_xport_ops itself */
 };
 
 static int e_ack(void *ctx)
@@ -52,7 +53,8 @@ static const struct be_evt_ops evt = { e_ack, e_notify };
 static int start(struct fx *fx, bool persistent)
 {
 	struct be_io_cfg cfg = {
-		.ring = &fx->ring, .storage = &fx->st, .xport = &gnt_xport_ops,
+		.ring = &fx->ring, .storage = &fx->st,
+		.xport = fx->ops ? fx->ops : &gnt_xport_ops,
 		.xport_ctx = &fx->x, .evt = &evt, .evt_ctx = fx, .evt_fd = fx->evfd,
 		.stop_fd = -1, .stats = &fx->stats,
 		.limits = { .sectors = 8192, .sector_size = 512, .flush = true,
@@ -333,6 +335,46 @@ static void test_budget_waits_not_fails(void **state)
 	assert_true(fx->stats.mem_waits == waits);
 }
 
+/* gnt_xport_ops, with the most pages the queue had mapped when it mapped
+ * a request's indirect pages (counted here, by the test, whatever the
+ * transport charges). */
+static unsigned int peak_at_indirect;
+
+static int peak_map_ind(void *ctx, const grant_ref_t *refs, unsigned int n, void **pages)
+{
+	const struct gnt_xport *x = ctx;
+	int rc = gnt_xport_ops.map_indirect(ctx, refs, n, pages);
+	unsigned int mapped = x->nr_free + x->pages_out + x->maps_out + x->pool.count + n;
+
+	if (!rc && mapped > peak_at_indirect)
+		peak_at_indirect = mapped;
+	return rc;
+}
+
+/* Issue 18 item 1: indirect pages are pages the guest makes the backend
+ * map.  Four 256-page reads fill max_queue_pages=1024; the fifth one's
+ * indirect page must wait like its data (without the charge it was
+ * mapped over the budget: 1025 pages). */
+static void test_budget_counts_indirect_pages(void **state)
+{
+	struct fx *fx = *state;
+	static struct be_xport_ops ops;
+
+	ops = gnt_xport_ops;
+	ops.map_indirect = peak_map_ind;
+	fx->ops = &ops;
+	peak_at_indirect = 0;
+	assert_int_equal(start(fx, false), 0);
+	assert_int_equal(tun_set(TUN_MAX_QUEUE_PAGES, "1024", true), 0);
+	five_big_reads(fx, 10);
+	print_message("most pages mapped at an indirect fetch: %u (budget 1024)\n",
+		      peak_at_indirect);
+	assert_true(peak_at_indirect >= 257 && peak_at_indirect <= 1024);
+	assert_true(fx->stats.mem_waits >= 1);
+	assert_true(fx->x.ind_out == 0 && fx->x.charged == 0 && gnt_budget_total() == 0);
+	assert_int_equal(tun_set(TUN_MAX_QUEUE_PAGES, "16384", true), 0);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -343,6 +385,8 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_unusable_grants, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_indirect_over_grants, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_budget_waits_not_fails, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_budget_counts_indirect_pages, setup,
+						teardown),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -42,6 +42,8 @@ struct fx {
 	enum be_io_wait wait;        /* the wait mode start_io() asks for */
 	bool io_up;
 	struct be_stats stats;
+	struct be_limit lim;         /* the vbd's I/O limits: none unless set */
+	unsigned int eagain;         /* map() says -EAGAIN this many times */
 	unsigned int notifies, acks;
 	struct fe fe;
 };
@@ -52,6 +54,10 @@ static int x_map(void *ctx, struct be_pending *p)
 {
 	struct fx *fx = ctx;
 
+	if (fx->eagain) {
+		fx->eagain--;
+		return -EAGAIN;            /* over the memory budget: retried */
+	}
 	for (unsigned int i = 0; i < p->v.nr_segs; i++) {
 		const struct blkif_request_segment *s = &p->v.segs[i];
 		if (s->gref >= NPAGES)
@@ -112,7 +118,7 @@ static int start_io(struct fx *fx, const struct storage_opts *so, const char *ta
 	struct be_io_cfg cfg = {
 		.ring = &fx->ring, .storage = &fx->st, .xport = &xport, .xport_ctx = fx,
 		.evt = &evt, .evt_ctx = fx, .evt_fd = fx->evfd, .stop_fd = fx->stopfd,
-		.stats = &fx->stats, .wait = fx->wait,
+		.stats = &fx->stats, .wait = fx->wait, .limit = &fx->lim,
 	};
 	int rc = storage_open(target, so, &fx->st);
 
@@ -143,6 +149,7 @@ static int setup(void **state)
 	fx.mem = mmap(NULL, NPAGES * 4096, PROT_READ | PROT_WRITE,
 		      MAP_SHARED | MAP_ANONYMOUS, -1, 0);
 	fx.st.fd = -1;
+	be_limit_init(&fx.lim);
 	if (fx.fd < 0 || fx.evfd < 0 || fx.stopfd < 0 || fx.sring == MAP_FAILED ||
 	    fx.mem == MAP_FAILED)
 		return -1;
@@ -171,6 +178,7 @@ static int teardown(void **state)
 		be_io_destroy(&fx->io);
 	storage_close(&fx->st);
 	loop_detach(fx->dev);
+	be_limit_destroy(&fx->lim);
 	munmap(fx->sring, 4096u << ORDER);
 	munmap(fx->mem, NPAGES * 4096);
 	close(fx->evfd);
@@ -666,6 +674,67 @@ static void test_wait_mode_decides_where_it_sleeps(void **state)
 	sleeps_in(fx, BE_IO_WAIT_POLL, poll, 3);
 }
 
+static uint64_t mono_ns(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+/* Tokens left in bucket k (the test reads the limiter's own state). */
+static double tokens(struct fx *fx, enum be_limit_key k)
+{
+	return fx->lim.b[k].level;
+}
+
+/* Under read_iops / write_iops of 1 per second with a burst of 10 (so
+ * nothing waits and the refill during the test is < 1 token): a read
+ * that waits three times for the memory budget is charged one op, not
+ * one per retry; a discard and a flush without data are one write op
+ * each and take nothing from write_bps (no data); a write one op. */
+static void test_limits_charge_each_request_once(void **state)
+{
+	struct fx *fx = *state;
+	static const struct blkif_request_segment r[1] = { { 10, 0, 7 } };
+	uint64_t now = mono_ns();
+
+	assert_int_equal(start_io(fx, &(struct storage_opts){ 0 }, fx->file, 0), 0);
+	be_limit_set(&fx->lim, BE_LIM_READ_IOPS, 1, now);
+	be_limit_set(&fx->lim, BE_LIM_WRITE_IOPS, 1, now);
+	be_limit_set(&fx->lim, BE_LIM_READ_IOPS_BURST, 10, now);
+	be_limit_set(&fx->lim, BE_LIM_WRITE_IOPS_BURST, 10, now);
+	be_limit_set(&fx->lim, BE_LIM_WRITE_BPS, 1 << 20, now);
+	be_limit_set(&fx->lim, BE_LIM_WRITE_BPS_BURST, 1 << 20, now);
+	be_limit_fill(&fx->lim, now);
+
+	fx->eagain = 3;
+	fe_rw(&fx->fe, BLKIF_OP_READ, 1, 0, 1, r);
+	fe_push(&fx->fe);
+	fe_wait(&fx->fe, 1);
+	check_id(&fx->fe, 1, BLKIF_OP_READ, BLKIF_RSP_OKAY);
+	assert_int_equal(fx->eagain, 0);
+	assert_true(fx->stats.mem_waits == 1);
+	print_message("read_iops tokens after one read with 3 retries: %.2f of 10\n",
+		      tokens(fx, BE_LIM_READ_IOPS));
+	assert_true(tokens(fx, BE_LIM_READ_IOPS) > 8.5 &&
+		    tokens(fx, BE_LIM_READ_IOPS) < 9.9);
+
+	fe_discard(&fx->fe, 2, 16, 64);
+	fe_rw(&fx->fe, BLKIF_OP_FLUSH_DISKCACHE, 3, 0, 0, NULL);
+	fe_push(&fx->fe);
+	fe_wait(&fx->fe, 2);
+	check_id(&fx->fe, 2, BLKIF_OP_DISCARD, BLKIF_RSP_OKAY);
+	check_id(&fx->fe, 3, BLKIF_OP_FLUSH_DISKCACHE, BLKIF_RSP_OKAY);
+	print_message("write_iops tokens after a discard and a flush: %.2f of 10\n",
+		      tokens(fx, BE_LIM_WRITE_IOPS));
+	assert_true(tokens(fx, BE_LIM_WRITE_IOPS) > 7.5 &&
+		    tokens(fx, BE_LIM_WRITE_IOPS) < 8.9);
+	assert_true(tokens(fx, BE_LIM_WRITE_BPS) == (double)(1 << 20));
+	assert_true(tokens(fx, BE_LIM_READ_IOPS) > 8.5);     /* writes only */
+	assert_true(be_limit_waits(&fx->lim) == 0);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -674,6 +743,8 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_barrier_drains, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_discard_file, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_rejections, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_limits_charge_each_request_once, setup,
+						teardown),
 		cmocka_unit_test_setup_teardown(test_overrun_breaks_ring, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_stop_and_wait_for_kick, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_loop_device_io, setup, teardown),

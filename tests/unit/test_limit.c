@@ -45,6 +45,14 @@ static unsigned int go_now(bool write, uint64_t bytes, uint64_t now)
 	return n;
 }
 
+/* Rate k at rate with burst (0: the default), buckets full at time 0. */
+static void limit(enum be_limit_key k, uint64_t rate, uint64_t burst)
+{
+	be_limit_set(&lim, k, rate, 0);
+	be_limit_set(&lim, (enum be_limit_key)(k + BE_LIM_RATES), burst, 0);
+	be_limit_fill(&lim, 0);
+}
+
 static void test_off_by_default(void **state)
 {
 	(void)state;
@@ -70,9 +78,7 @@ static void test_burst_and_refill(void **state)
 	struct be_limit_wait w = { 0 };
 
 	(void)state;
-	be_limit_set(&lim, BE_LIM_READ_IOPS, 100, 0);
-	be_limit_set(&lim, BE_LIM_READ_IOPS_BURST, 10, 0);
-	be_limit_fill(&lim, 0);
+	limit(BE_LIM_READ_IOPS, 100, 10);
 	assert_int_equal(go_now(false, 4096, 0), 10);
 	/* go_now's 11th holds the slot at 10 ms: the 12th waits 20 ms */
 	assert_true(be_limit_hold(&lim, &w, false, 4096, 0));
@@ -119,9 +125,7 @@ static void test_two_queues_fair(void **state)
 	const uint64_t period[2] = { 1 * MS, 7 * MS };
 
 	(void)state;
-	be_limit_set(&lim, BE_LIM_READ_IOPS, 100, 0);
-	be_limit_set(&lim, BE_LIM_READ_IOPS_BURST, 1, 0);
-	be_limit_fill(&lim, 0);
+	limit(BE_LIM_READ_IOPS, 100, 1);
 	for (uint64_t t = 0; t < 10 * S; t += MS)
 		for (int q = 0; q < 2; q++)
 			if (t % period[q] == 0)
@@ -140,9 +144,7 @@ static void test_live_change(void **state)
 	struct be_limit_wait w = { 0 };
 
 	(void)state;
-	be_limit_set(&lim, BE_LIM_READ_IOPS, 1, 0);
-	be_limit_set(&lim, BE_LIM_READ_IOPS_BURST, 1, 0);
-	be_limit_fill(&lim, 0);
+	limit(BE_LIM_READ_IOPS, 1, 1);
 	assert_int_equal(go_now(false, 4096, 0), 1);
 	assert_true(be_limit_hold(&lim, &w, false, 4096, 0));     /* ~1 s to go */
 	assert_true(be_limit_hold(&lim, &w, false, 4096, 10 * MS));
@@ -159,6 +161,49 @@ static void test_live_change(void **state)
 	assert_false(be_limit_hold(&lim, &w, false, 4096, 12 * MS));
 }
 
+/* waits and waited_us count the requests that were held, as they go,
+ * and the time they were held; one that goes at once counts nothing. */
+static void test_waits_counted(void **state)
+{
+	struct be_limit_wait w = { 0 };
+
+	(void)state;
+	limit(BE_LIM_READ_IOPS, 1, 1);
+	/* go_now's second request holds the slot at 1 s: this one 2 s */
+	assert_int_equal(go_now(false, 4096, 0), 1);
+	assert_int_equal(be_limit_waits(&lim), 0);
+	assert_true(be_limit_hold(&lim, &w, false, 4096, 0));
+	assert_true(be_limit_hold(&lim, &w, false, 4096, 1500 * MS));
+	assert_int_equal(be_limit_waits(&lim), 0);          /* still held */
+	assert_false(be_limit_hold(&lim, &w, false, 4096, 2001 * MS));
+	assert_int_equal(be_limit_waits(&lim), 1);
+	assert_int_equal(be_limit_waited_us(&lim), 2001000);
+	/* a live change re-charges a held one: still one wait, from the start */
+	assert_true(be_limit_hold(&lim, &w, false, 4096, 2001 * MS));
+	be_limit_set(&lim, BE_LIM_READ_IOPS, 1000, 2002 * MS);
+	assert_true(be_limit_hold(&lim, &w, false, 4096, 2002 * MS));
+	assert_false(be_limit_hold(&lim, &w, false, 4096, 2004 * MS));
+	assert_int_equal(be_limit_waits(&lim), 2);
+	assert_int_equal(be_limit_waited_us(&lim), 2001000 + 3000);
+}
+
+/* A request with no data (a discard, a flush) is one op and no bytes:
+ * a debt of bytes does not hold it, an exhausted op bucket does. */
+static void test_no_data_is_one_op(void **state)
+{
+	struct be_limit_wait w = { 0 }, w2 = { 0 }, w3 = { 0 };
+
+	(void)state;
+	limit(BE_LIM_WRITE_BPS, 1000, 1000);
+	assert_true(be_limit_hold(&lim, &w, true, 3000, 0));    /* 2 s of debt */
+	assert_false(be_limit_hold(&lim, &w2, true, 0, 0));     /* another queue's */
+	assert_true(be_limit_hold(&lim, &w3, true, 1, 0));      /* data waits */
+	w = (struct be_limit_wait){ 0 };
+	be_limit_set(&lim, BE_LIM_WRITE_BPS, 0, 0);
+	limit(BE_LIM_WRITE_IOPS, 10, 2);
+	assert_int_equal(go_now(true, 0, 0), 2);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -168,6 +213,8 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_bps_exact_over_time, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_two_queues_fair, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_live_change, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_waits_counted, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_no_data_is_one_op, setup, teardown),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

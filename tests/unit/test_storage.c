@@ -9,7 +9,10 @@
 #include <stddef.h>
 #include <stdint.h>
 #include <string.h>
+#include <fcntl.h>
+#include <sys/ioctl.h>
 #include <sys/stat.h>
+#include <linux/loop.h>
 #include <cmocka.h>
 
 #include "backend/storage/storage.h"
@@ -171,6 +174,53 @@ static void test_loop_device_4k(void **state)
 	storage_close(&s);
 }
 
+/* Online resize of a file: the probe sees the new length (rounded down
+ * to the logical block); storage_grow takes a larger size only. */
+static void test_file_grow(void **state)
+{
+	struct fx *fx = *state;
+	struct storage s;
+	struct storage_opts o = { 0 };
+	uint64_t now = 0;
+
+	assert_int_equal(storage_open(fx->file, &o, &s), 0);
+	assert_int_equal(storage_probe_size(&s, &now), 0);
+	assert_true(now == 8u << 20);
+	assert_int_equal(ftruncate(fx->fd, (24 << 20) + 300), 0);
+	assert_int_equal(storage_probe_size(&s, &now), 0);
+	assert_true(now == 24u << 20);
+	assert_true(storage_size(&s) == 8u << 20);       /* not taken yet */
+	assert_int_equal(storage_grow(&s, now), 0);
+	assert_true(storage_size(&s) == 24u << 20);
+	assert_int_equal(storage_grow(&s, 16u << 20), -EINVAL);    /* never shrinks */
+	assert_int_equal(storage_grow(&s, (32u << 20) + 1), -EINVAL);  /* not a block */
+	assert_true(storage_size(&s) == 24u << 20);
+	storage_close(&s);
+	assert_int_equal(storage_probe_size(&s, &now), -EOPNOTSUPP);   /* closed */
+}
+
+/* A block device that grew (a loop device told its file grew, as
+ * lvextend grows an LV): BLKGETSIZE64 says so. */
+static void test_loop_device_grow(void **state)
+{
+	struct fx *fx = *state;
+	struct storage s;
+	struct storage_opts o = { 0 };
+	uint64_t now = 0;
+	int fd;
+
+	assert_int_equal(loop_attach(fx->file, fx->dev), 0);
+	assert_int_equal(storage_open(fx->dev, &o, &s), 0);
+	assert_int_equal(ftruncate(fx->fd, 12 << 20), 0);
+	fd = open(fx->dev, O_RDONLY | O_CLOEXEC);
+	assert_true(fd >= 0);
+	assert_int_equal(ioctl(fd, LOOP_SET_CAPACITY, 0), 0);
+	close(fd);
+	assert_int_equal(storage_probe_size(&s, &now), 0);
+	assert_true(now == 12u << 20);
+	storage_close(&s);
+}
+
 /* params -> driver and target, as libxl and xbd block-attach write them. */
 static void test_parse_params(void **state)
 {
@@ -225,6 +275,8 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_open_errors, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_loop_device, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_loop_device_4k, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_file_grow, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_loop_device_grow, setup, teardown),
 		cmocka_unit_test(test_parse_params),
 		cmocka_unit_test(test_driver_errors),
 	};

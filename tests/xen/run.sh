@@ -11,9 +11,10 @@
 #                  slows TCG several times over)
 #   --set K=V      a setting for the scenario (repeatable), e.g.
 #                  URESTART=0 leaves out phase U's backend restart,
-#                  SKILLS=3 SROUNDS=s1 shortens phase S (guest/phase-s.sh)
+#                  SKILLS=3 SROUNDS=s1 shortens phase S (guest/phase-s.sh),
+#                  UQUICK=1 keeps only phase U's r1 and online resize
 # Environment: XBD_BUILD (default ./build) holds bin/xbd-test-platform
-# (required) and bin/xbd-blkback (copied when present); XBD_XEN_OUT holds
+# (required), bin/xbd-blkback and bin/xbd (copied when present); XBD_XEN_OUT holds
 # the images.  Exit status 0 when dom0 ran the scenario to its end; the
 # results themselves are checked by test_xen.py.
 set -uo pipefail
@@ -56,7 +57,7 @@ if [[ " $PHASES " == *" R "* ]]; then
 fi
 printf 'PHASES="%s"\nMB=%d\n' "$PHASES" "$MB" > "$O/xbd/config"
 for kv in "${SETS[@]}"; do printf '%s=%q\n' "${kv%%=*}" "${kv#*=}" >> "$O/xbd/config"; done
-for p in xbd-test-platform xbd-blkback; do
+for p in xbd-test-platform xbd-blkback xbd; do
 	[ -x "$BUILD/bin/$p" ] || continue
 	cp "$BUILD/bin/$p" "$O/opt/xbd/bin/"
 	for lib in $(ldd "$BUILD/bin/$p" | grep -o '/[^ ]*'); do

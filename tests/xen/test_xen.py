@@ -324,6 +324,32 @@ def test_xbd_blkback_restart_under_a_reading_domu(xen):
     assert fe["state"] == "4" and fe["multi-queue-num-queues"] == "-"
 
 
+# Online resize (Documentation/storage.md): xbd-blkback notices the grown
+# image, writes `sectors` and state Connected again as Linux
+# xen_vbd_resize does, and the kernel's xen-blkfront (blkfront_connect on
+# a re-announced Connected) sets the new capacity; the domU reads past
+# the old end.  `xbd block-resize` grows it again; a shrink is refused.
+def test_online_resize_seen_by_linux_blkfront(xen):
+    size = mb(xen)
+    before = u_kv(xen, "resize.before")
+    assert before["sectors"] == str(size * 2048)
+    grow = u_kv(xen, "resize.grow.size")
+    assert grow["sectors"] == str(2 * size * 2048), "xen-blkfront kept the old size"
+    assert u_kv(xen, "resize.grow.tail") == {"mib": str(2 * size - 1), "bytes": str(1 << 20)}
+    assert xen.reply("U", "resize.grow.ack") == ["0"]
+    be = u_kv(xen, "resize.grow.be")
+    assert be["sectors"] == be["tree"] == str(2 * size * 2048)
+    assert be["state"] == "4"
+    xbd = xen.replies("U", "resize.xbd")[-1]
+    assert xbd.startswith("rc=0 "), xbd
+    assert kv(xbd.split())["bytes"] == str(3 * size << 20)
+    assert u_kv(xen, "resize.xbdgrow.size")["sectors"] == str(3 * size * 2048)
+    assert xen.reply("U", "resize.xbdgrow.ack") == ["0"]
+    shrink = xen.replies("U", "resize.shrink")[-1]
+    assert shrink.startswith("rc=1 ") and "refusing to shrink xvdb" in shrink, shrink
+    assert kv(shrink.split())["bytes"] == str(3 * size << 20)
+
+
 def test_xbd_blkback_frees_everything_after_xl_destroy(xen):
     base = u_kv(xen, "baseline")
     held = u_kv(xen, "destroy.held")

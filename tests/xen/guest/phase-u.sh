@@ -8,8 +8,11 @@
 # Rounds: r1 (max_queues=2 max_ring_page_order=2, as booted), r2 after a
 # detach and re-attach, r3 with blkfront reloaded with feature_persistent=0,
 # r4 with max_queues=1; then SIGKILL and restart of xbd-blkback under a
-# reading domU; finally `xl destroy` with the disk attached (by phase D
-# when it runs, else here) and what the backend still holds after it.
+# reading domU; an online resize (the image grown by truncate, then by
+# `xbd block-resize`, a shrink refused); finally `xl destroy` with the
+# disk attached (by phase D when it runs, else here) and what the backend
+# still holds after it.  UQUICK=1 (run.sh --set) keeps r1 and the resize
+# only.
 UDEV=51728                      # xvdb
 URUN=/run/xbd-u                 # xbd-blkback's rundir
 USYS=$URUN/sys                  # its sysfs-style tree
@@ -158,6 +161,31 @@ u_restart() {
 	u_xs restart
 }
 
+# u_resize: online resize (Documentation/storage.md): the image grows
+# under the connected disk, by truncate (xbd-blkback notices within
+# size_check_ms) and by `xbd block-resize`; the domU's xen-blkfront must
+# see each size in /sys/block/xvdb/size and read past the old end.  A
+# shrink is refused.  Last in phase U: the checks before compare dom0's
+# whole file with the domU's first $MB MiB.
+u_resize() {
+	local be=/local/domain/0/backend/vbd/$DOMID/$UDEV s1=$((MB * 2)) s2=$((MB * 3)) err rc
+	u resize.before "stat $UIMG" "bytes=$(stat -c %s $UIMG) sectors=$(xenstore-read $be/sectors)"
+	truncate -s ${s1}M $UIMG
+	u_cmd resize.grow 180 wait-size $((s1 * 2048)) 90
+	u resize.grow.be "xenstore-read $be/sectors" "sectors=$(xenstore-read $be/sectors) tree=$(cat $(u_devdir)/sectors 2>/dev/null || echo -) state=$(xenstore-read $be/state)"
+	if ! command -v xbd > /dev/null; then
+		u resize.xbd "xbd block-resize" "rc=no-xbd"
+		return
+	fi
+	err=$(xbd --platform xen block-resize $DOMID xvdb ${s2}M --timeout 60 2>&1)
+	rc=$?
+	u resize.xbd "xbd block-resize $DOMID xvdb ${s2}M" "rc=$rc bytes=$(stat -c %s $UIMG) err='$(echo $err)'"
+	u_cmd resize.xbdgrow 180 wait-size $((s2 * 2048)) 90
+	err=$(xbd --platform xen block-resize $DOMID xvdb ${s1}M 2>&1)
+	rc=$?
+	u resize.shrink "xbd block-resize $DOMID xvdb ${s1}M" "rc=$rc bytes=$(stat -c %s $UIMG) err='$(echo $err)'"
+}
+
 # u_freed LABEL: after `xl destroy`: the backend let go of everything
 u_freed() {
 	local i
@@ -188,18 +216,21 @@ phase_u() {
 	wait_for $CONLOG/guest-$DOMU.log XBDXEN-DOMU-UP 300
 	u_attach U-attach1 || return 1
 	u_round r1
-	u_detach U-detach1
-	u_attach U-attach2 || return 1
-	u_round r2
-	u_detach U-detach2
-	u_cmd r3.reload 120 reload $UBLKFRONT feature_persistent=0
-	u_attach U-attach3 || return 1
-	u_round r3
-	u_detach U-detach3
-	u_cmd r4.reload 120 reload max_queues=1 max_ring_page_order=2
-	u_attach U-attach4 || return 1
-	u_round r4
-	[ "${URESTART:-1}" = 1 ] && u_restart
+	if [ "${UQUICK:-0}" != 1 ]; then
+		u_detach U-detach1
+		u_attach U-attach2 || return 1
+		u_round r2
+		u_detach U-detach2
+		u_cmd r3.reload 120 reload $UBLKFRONT feature_persistent=0
+		u_attach U-attach3 || return 1
+		u_round r3
+		u_detach U-detach3
+		u_cmd r4.reload 120 reload max_queues=1 max_ring_page_order=2
+		u_attach U-attach4 || return 1
+		u_round r4
+		[ "${URESTART:-1}" = 1 ] && u_restart
+	fi
+	u_resize
 	if ! has D; then
 		timed U-destroy timeout 180 xl destroy $DOMU
 		u_freed destroy
