@@ -77,6 +77,10 @@ struct backend_dev {
 	struct be_queue *queues;         /* nr_queues of them while connected */
 	struct gnt_budget mem;           /* pages its queues hold (gnt.h) */
 	struct be_limit limit;           /* its I/O limits, shared by its queues */
+	/* Its poll_duration_us (io_uring.c "Polling"): -1 follows the
+	 * module parameter.  Written by the control thread (the tree),
+	 * read by its queue threads at every decision (relaxed atomics). */
+	int64_t poll_us;
 	/* Control fairness (xenbus.c, devtab.c): the queues of the last
 	 * connection while a reaper thread stops them; a connect the rate
 	 * limit deferred until CLOCK_MONOTONIC retry_ns (0: none); an event

@@ -12,12 +12,14 @@
  * more than that many requests be outstanding, so a slot is always free.
  */
 #include <errno.h>
+#include <fcntl.h>
 #include <limits.h>
 #include <poll.h>
 #include <signal.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "backend/io_uring.h"
 #include "backend/tunables.h"
@@ -195,8 +197,17 @@ int be_io_init(struct be_io *io, const struct be_io_cfg *cfg)
 	int rc;
 
 	memset(io, 0, sizeof(*io));
+	io->load_fd = -1;
 	io->cfg = *cfg;
 	io->fault_notify = fault_notify_from_env();
+	io->poll_ns = UINT64_MAX;      /* the whole window until it learns */
+	/* test only (test_backend_poll.py, test_io_uring.c): spin even on
+	 * a machine whose CPUs are all wanted, and on after a preemption,
+	 * so that the spin is proven whatever else the machine runs */
+	io->poll_any_load = getenv("XBD_TEST_POLL_IGNORE_LOAD") != NULL;
+	if (!io->poll_any_load)
+		io->load_fd = open("/proc/loadavg", O_RDONLY | O_CLOEXEC);
+	io->nr_cpus = sysconf(_SC_NPROCESSORS_ONLN);
 	io->wait_poll = cfg->wait == BE_IO_WAIT_POLL ||
 			(cfg->wait == BE_IO_WAIT_TUNABLE && tun_get(TUN_IO_WAIT_POLL));
 	if (req_limits_check(&cfg->limits) || cfg->limits.max_indirect_segs > IOV_MAX)
@@ -546,7 +557,6 @@ int be_io_replay(struct be_io *io, struct be_replay *plan)
 	return 0;
 }
 
-/* Take what the ring holds, unless a barrier holds us back.  0 or -EIO. */
 /* Online resize: the control thread grew the store (storage_grow);
  * requests from this batch on may reach the new end, as Linux blkback
  * looks at the size once per batch.  The end never moves back. */
@@ -558,6 +568,12 @@ static void follow_size(struct be_io *io)
 		io->cfg.limits.sectors = sectors;
 }
 
+/* consume(): the ring is empty (not held back): the caller decides
+ * between polling and arming req_event. */
+#define RING_DRAINED 1
+
+/* Take what the ring holds, unless a barrier holds us back.  0,
+ * RING_DRAINED or -EIO. */
 static int consume(struct be_io *io)
 {
 	struct be_ring *r = io->cfg.ring;
@@ -571,8 +587,8 @@ static int consume(struct be_io *io)
 		int n = ring_pending(r);
 
 		if (n == 0)
-			n = ring_final_check(r);
-		if (n <= 0)
+			return RING_DRAINED;
+		if (n < 0)
 			return n;
 		for (; n > 0 && !io->held && !io->barrier && !io->waiting; n--) {
 			struct be_pending *p = io->free;
@@ -593,6 +609,202 @@ static int consume(struct be_io *io)
 		}
 	}
 	return 0;
+}
+
+/* ---- Polling ------------------------------------------------------------- */
+
+/*
+ * A sleep on the event channel costs a wake-up round trip (16-29 us on
+ * a quiet machine, Documentation/performance.md), a look at the shared
+ * ring a fraction of a microsecond.  So when the ring has gone empty and
+ * the queue is busy, the thread spins a while on req_prod and on its CQ
+ * (completions of the storage driver, a kick, a stop) before it arms
+ * req_event and sleeps.
+ *
+ * The window adapts, as NVMe hybrid polling follows the device's
+ * completion time: a spin that finds work after t makes the window at
+ * least 2t (it shrinks by an eighth per quicker hit), a spin that finds
+ * nothing halves it; below POLL_MIN_NS the queue stops spinning and only
+ * probes the whole window once in POLL_PROBE_EVERY decisions, so that it
+ * notices when work comes quickly again.  It never exceeds
+ * poll_duration_us (the vbd's, or the module parameter).  What a first
+ * look finds (the I/O just submitted completed inline) says nothing
+ * about the wait and is not learnt from.
+ *
+ * No spin while the machine has more runnable threads than CPUs
+ * (machine_busy), and a spin that finds it lost its CPU (two looks
+ * POLL_LOST_CPU_NS apart, where 16 looks take a microsecond or two)
+ * stops and leaves the queue probing: a spinner then takes the CPU from
+ * a thread that could run, perhaps the frontend it waits for, while a
+ * sleeper is the one the scheduler runs first when it wakes.
+ *
+ * A queue with nothing in flight that has taken and answered nothing
+ * since it last ran out of work is idle and never spins: an idle disk
+ * burns no CPU, and a burst ends in at most one window of spinning.
+ *
+ * While it spins req_event stays where the last final check put it,
+ * behind req_cons whenever requests were taken since, so the frontend
+ * sends no event; the final check (req_event, full barrier, req_prod
+ * again) always comes before a sleep, so no request goes unseen.
+ */
+#define POLL_MIN_NS 2000u
+#define POLL_PROBE_EVERY 16u
+#define POLL_LOST_CPU_NS 20000u
+#define POLL_LOAD_EVERY_NS 10000000u   /* look at the run queues every 10 ms */
+
+/*
+ * Is every CPU wanted?  /proc/loadavg's fourth field is the number of
+ * threads runnable right now (this one included); with more of them
+ * than online CPUs a spinner takes a CPU from a thread that could run,
+ * perhaps the very frontend it waits for, so the queue does not spin.
+ * Looked at every POLL_LOAD_EVERY_NS at most (a read costs some
+ * microseconds); without /proc the machine counts as not busy.
+ */
+static bool machine_busy(struct be_io *io, uint64_t now)
+{
+	char buf[128], *slash;
+	ssize_t n;
+
+	if (io->load_fd < 0 || now - io->load_ns < POLL_LOAD_EVERY_NS)
+		return io->load_busy;
+	io->load_ns = now;
+	n = pread(io->load_fd, buf, sizeof(buf) - 1, 0);
+	if (n <= 0)
+		return io->load_busy = false;
+	buf[n] = '\0';
+	slash = strchr(buf, '/');
+	while (slash && slash > buf && slash[-1] >= '0' && slash[-1] <= '9')
+		slash--;
+	io->load_busy = slash && strtol(slash, NULL, 10) > io->nr_cpus;
+	return io->load_busy;
+}
+
+/* The window's bound: the vbd's own poll_duration_us, or the module's. */
+static uint64_t poll_max_ns(const struct be_io *io)
+{
+	int64_t v = io->cfg.poll_us ? __atomic_load_n(io->cfg.poll_us, __ATOMIC_RELAXED) : -1;
+
+	return (v >= 0 ? (uint64_t)v : tun_get(TUN_POLL_DURATION_US)) * 1000u;
+}
+
+/* Did the queue take or answer requests since the last decision? */
+static bool poll_worked(struct be_io *io)
+{
+	const struct be_ring *r = io->cfg.ring;
+	bool worked = r->req_cons != io->idle_cons || r->rsp_prod_pvt != io->idle_rsp;
+
+	io->idle_cons = r->req_cons;
+	io->idle_rsp = r->rsp_prod_pvt;
+	return worked;
+}
+
+/* The queue ran out of work: how long to spin now (0: not at all). */
+static uint64_t poll_window(struct be_io *io, uint64_t max)
+{
+	bool worked = poll_worked(io);
+
+	if (!max || io->stopping || (!worked && !io->inflight) ||
+	    machine_busy(io, now_ns()))
+		return 0;
+	if (io->poll_ns > max)
+		io->poll_ns = max;     /* the tunable went down */
+	if (io->poll_ns)
+		return io->poll_ns;
+	return ++io->poll_skips % POLL_PROBE_EVERY ? 0 : max;
+}
+
+/* What a spin of window w found: work after t ns, or nothing (hit false). */
+static void poll_learn(struct be_io *io, bool hit, uint64_t t, uint64_t w, uint64_t max)
+{
+	uint64_t next = io->poll_ns;
+
+	if (hit) {
+		next -= next / 8;
+		if (next < 2 * t)
+			next = 2 * t;
+		if (next < POLL_MIN_NS)
+			next = POLL_MIN_NS;
+	} else {
+		next = w / 2 < POLL_MIN_NS ? 0 : w / 2;
+	}
+	io->poll_ns = next > max ? max : next;
+}
+
+static inline void cpu_relax(void)
+{
+#if defined(__x86_64__) || defined(__i386__)
+	__builtin_ia32_pause();
+#elif defined(__aarch64__)
+	__asm__ __volatile__("yield" ::: "memory");
+#endif
+}
+
+/* Spin for work; true when some came (a request, or a CQE to reap). */
+static bool poll_spin(struct be_io *io)
+{
+	struct be_stats *s = io->cfg.stats;
+	uint64_t max = poll_max_ns(io);
+	uint64_t w = poll_window(io, max), t0, t = 0;
+	bool lost = false;
+	unsigned int i;
+
+	if (!w)
+		return false;
+	/* what is queued starts now; errors are the wait's to report */
+	if (arm_storage(io) < 0 || io_uring_submit(&io->uring) < 0)
+		return false;
+	t0 = now_ns();
+	for (i = 0;; i++) {
+		if (io_uring_cq_ready(&io->uring) || ring_pending(io->cfg.ring))
+			break;
+		if ((i & 15) == 15) {
+			uint64_t prev = t;
+
+			t = now_ns() - t0;
+			if (t >= w)
+				break;
+			if (t - prev > POLL_LOST_CPU_NS && !io->poll_any_load) {
+				lost = true;   /* preempted: the CPU is wanted */
+				break;
+			}
+		}
+		cpu_relax();
+	}
+	be_stat_add(&s->polls, 1);
+	if (lost) {
+		io->poll_ns = 0;       /* probe again later, not spin now */
+		return false;
+	}
+	if (t >= w) {
+		poll_learn(io, false, t, w, max);
+		return false;
+	}
+	be_stat_add(&s->poll_hits, 1);
+	if (i)                         /* not found at the first look */
+		poll_learn(io, true, now_ns() - t0, w, max);
+	return true;
+}
+
+/*
+ * Take requests until the ring is empty, then (may_spin) poll, and
+ * before the ring is left for a sleep arm req_event with a last look
+ * (RING_FINAL_CHECK_FOR_REQUESTS).  0 or -EIO.
+ */
+static int take_requests(struct be_io *io, bool may_spin)
+{
+	int rc;
+
+	while ((rc = consume(io)) == RING_DRAINED) {
+		if (may_spin && poll_spin(io)) {
+			if (io_uring_cq_ready(&io->uring))
+				return 0;        /* completions: reap them now */
+			continue;                /* requests */
+		}
+		rc = ring_final_check(io->cfg.ring);
+		if (rc <= 0)
+			return rc;
+	}
+	return rc;
 }
 
 /* ---- Completions --------------------------------------------------------- */
@@ -755,7 +967,7 @@ static int idle_timeout_ms(const struct be_io *io)
 
 int be_io_run_once(struct be_io *io, int timeout_ms)
 {
-	int crc = consume(io), rc;
+	int crc = take_requests(io, timeout_ms != 0), rc;
 
 	/* held by the limiter (not by the memory budget): wake to retry */
 	if (io->waiting && io->limit_wait.charged && be_limit_active(io->cfg.limit))
@@ -826,6 +1038,9 @@ void be_io_destroy(struct be_io *io)
 		io_uring_queue_exit(&io->uring);
 		io->uring_ready = false;
 	}
+	if (io->load_fd >= 0)
+		close(io->load_fd);
+	io->load_fd = -1;
 	be_replay_free(&io->replay);
 	free(io->slots);
 	free(io->slot_mem);

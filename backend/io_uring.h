@@ -22,6 +22,16 @@
  *                     cost").  Everything else (ring, grants, requests,
  *                     SQEs, completions) is the same code in both modes.
  *
+ * Polling: when the ring has gone empty and the queue is not idle (it has
+ * I/O in flight, or took or answered requests since its last decision),
+ * the thread first spins a short, adaptive time (at most
+ * poll_duration_us, never while every CPU is wanted) watching req_prod
+ * and its CQ, then sets req_event and looks at the ring once more
+ * (RING_FINAL_CHECK_FOR_REQUESTS) before it sleeps.  While it spins
+ * req_event stays where the last final check put it, behind req_cons
+ * once requests were taken, so a frontend that pushes requests sends no
+ * event.  An idle queue never spins.
+ *
  * Ordering rules:
  *   FLUSH_DISKCACHE   fdatasync, then the data (linked SQEs), as Linux's
  *                     PREFLUSH write;
@@ -122,6 +132,9 @@ struct be_io_cfg {
 	struct be_journal *journal; /* in-flight journal (journal.h); NULL: none */
 	enum be_io_wait wait;       /* 0: as the io_wait_poll tunable says */
 	struct be_limit *limit;     /* the vbd's I/O limits (limit.h); NULL: none */
+	/* the vbd's poll_duration_us, read at every decision: -1 (or a
+	 * NULL pointer) follows the module parameter */
+	const int64_t *poll_us;
 	/* Online resize: every size_check_ms this queue asks the store for
 	 * its size (storage_probe_size; here, so that a store slow to
 	 * answer stalls only its own vbd, as Linux blkback's per-vbd
@@ -159,6 +172,17 @@ struct be_io {
 	unsigned int fault_notify;  /* test only: SIGKILL at this notify (io_uring.c) */
 	struct be_replay replay;    /* adopted requests to re-run, then the ring */
 	unsigned int replay_next;
+	/* Polling (poll_duration_us; io_uring.c, "Polling"): where the ring
+	 * and the responses stood at the last decision, the adaptive
+	 * window (0: not spinning, probing), decisions since */
+	RING_IDX idle_cons, idle_rsp;
+	uint64_t poll_ns;
+	int load_fd;                /* /proc/loadavg, or -1 */
+	long nr_cpus;
+	uint64_t load_ns;           /* when it was last read */
+	bool load_busy;             /* more threads runnable than CPUs then */
+	bool poll_any_load;         /* test only: spin whatever the load */
+	unsigned int poll_skips;
 };
 
 /* 0 or -errno (-EINVAL for bad limits, io_uring setup errors, -ENOMEM). */

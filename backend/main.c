@@ -121,6 +121,22 @@ static int parse_one(struct options *o, int c, const char *arg)
 	}
 }
 
+/* Say what was wrong: a tunable names itself and its range. */
+static void bad_option(int c, const char *arg)
+{
+	const struct tunable *t = c >= 1000 ? tun_info((enum tun_id)(c - 1000)) : NULL;
+
+	if (t && t->type == TUN_UINT)
+		fprintf(stderr, "xbd-blkback: --%s=%s: not a number in %llu..%llu\n",
+			t->name, arg, (unsigned long long)t->min,
+			(unsigned long long)t->max);
+	else if (t)
+		fprintf(stderr, "xbd-blkback: --%s=%s: not Y or N\n", t->name, arg);
+	else
+		fprintf(stderr, "xbd-blkback: bad option or value%s%s\n",
+			arg ? ": " : "", arg ? arg : "");
+}
+
 /* 0, 1 for --help, or -EINVAL (message printed). */
 static int parse(int argc, char **argv, struct options *o)
 {
@@ -131,8 +147,7 @@ static int parse(int argc, char **argv, struct options *o)
 		if (c == 'h')
 			rc = 1;
 		else if (c == '?' || parse_one(o, c, optarg)) {
-			fprintf(stderr, "xbd-blkback: bad option or value%s%s\n",
-				optarg ? ": " : "", optarg ? optarg : "");
+			bad_option(c, optarg);
 			rc = -EINVAL;
 		}
 	}

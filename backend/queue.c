@@ -141,7 +141,8 @@ static int start_engine(struct be_queue *q, struct be_replay *plan)
 		.xport = &gnt_xport_ops, .xport_ctx = &q->xport,
 		.evt = &ev_ops, .evt_ctx = q, .evt_fd = xbd_evtchn_fd(q->ev),
 		.stop_fd = q->stop_fd, .stats = &q->stats, .journal = q->jr,
-		.limit = q->cfg.limit, .measured_size = q->cfg.measured_size,
+		.limit = q->cfg.limit, .poll_us = q->cfg.poll_us,
+		.measured_size = q->cfg.measured_size,
 		.queue_index = q->cfg.index,
 	};
 	int rc;

@@ -45,6 +45,7 @@ struct be_queue_cfg {
 	const struct storage *storage;
 	struct gnt_budget *budget;    /* the vbd's memory budget; NULL: none */
 	struct be_limit *limit;       /* the vbd's I/O limits; NULL: none */
+	const int64_t *poll_us;       /* the vbd's poll_duration_us; NULL: none */
 	struct req_limits limits;
 	/* Online resize: queue 0 measures its store every size_check_ms
 	 * and stores the bytes here (atomic) for the control thread; NULL

@@ -37,6 +37,8 @@ void be_stats_add_to(struct be_stats *sum, const struct be_stats *q)
 	sum->replayed_req += rd(&q->replayed_req);
 	sum->mem_waits += rd(&q->mem_waits);
 	sum->errors += rd(&q->errors);
+	sum->polls += rd(&q->polls);
+	sum->poll_hits += rd(&q->poll_hits);
 	for (unsigned int i = 0; i < BE_LAT_BUCKETS; i++)
 		sum->lat[i] += rd(&q->lat[i]);
 }

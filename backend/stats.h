@@ -22,6 +22,8 @@
  * re-ran then (they are also counted in rd_req/wr_req/... again).
  * errors (ours) counts every response whose status was not OKAY: rejected
  * requests, storage errors, unsupported operations.
+ * polls/poll_hits (ours) count the queue thread's spins before a sleep
+ * (poll_duration_us) and those that found a request or a completion.
  */
 #ifndef XBD_BACKEND_STATS_H
 #define XBD_BACKEND_STATS_H
@@ -42,6 +44,9 @@ struct be_stats {
 	uint64_t replayed_req;  /* journalled requests re-run after adoption */
 	uint64_t mem_waits;     /* times the ring waited for the memory budget */
 	uint64_t errors;        /* responses not BLKIF_RSP_OKAY (ERROR, EOPNOTSUPP) */
+	/* polling (poll_duration_us, io_uring.c): spins on the ring and the
+	 * CQ before a sleep, and those that found work (no sleep then) */
+	uint64_t polls, poll_hits;
 	uint64_t lat[BE_LAT_BUCKETS];   /* completion latency histogram */
 };
 

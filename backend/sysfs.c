@@ -53,7 +53,8 @@ static const enum dir_id fixed_parent[] = {
 };
 
 static const char *const attr_names[] = { "mode", "physical_device", "state", "nodename",
-					   "storage", "sectors" };
+					   "storage", "sectors", "poll_duration_us" };
+enum { ATTR_POLL = 6 };          /* the one writable attribute */
 enum { NR_ATTRS = sizeof(attr_names) / sizeof(attr_names[0]) };
 
 /* Read-only counters of the limiter, beside the limits (limit.h). */
@@ -67,7 +68,7 @@ enum stat_id {
 	ST_OO_REQ, ST_RD_REQ, ST_WR_REQ, ST_F_REQ, ST_DS_REQ, ST_RD_SECT, ST_WR_SECT,
 	ST_INFLIGHT, ST_LATENCY_US, ST_POOL_FREE, ST_POOL_IN_USE, ST_PGRANTS,
 	ST_SQUEEZES, ST_EVT_IN, ST_EVT_OUT, ST_ADOPTED, ST_REPLAYED_REQ,
-	ST_MEM_WAITS, ST_BUDGET_PAGES, ST_ERRORS, ST_COUNT
+	ST_MEM_WAITS, ST_BUDGET_PAGES, ST_ERRORS, ST_POLLS, ST_POLL_HITS, ST_COUNT
 };
 static const char *const stat_names[ST_COUNT] = {
 	[ST_OO_REQ] = "oo_req", [ST_RD_REQ] = "rd_req", [ST_WR_REQ] = "wr_req",
@@ -78,7 +79,7 @@ static const char *const stat_names[ST_COUNT] = {
 	[ST_SQUEEZES] = "squeezes", [ST_EVT_IN] = "evt_in", [ST_EVT_OUT] = "evt_out",
 	[ST_ADOPTED] = "adopted", [ST_REPLAYED_REQ] = "replayed_req",
 	[ST_MEM_WAITS] = "mem_waits", [ST_BUDGET_PAGES] = "budget_pages",
-	[ST_ERRORS] = "errors",
+	[ST_ERRORS] = "errors", [ST_POLLS] = "polls", [ST_POLL_HITS] = "poll_hits",
 };
 enum { NR_STATS = ST_COUNT };
 
@@ -199,6 +200,7 @@ static int resolve(const struct devtab *t, const char *path, struct node *n)
 static bool writable(const struct node *n)
 {
 	return !n->is_dir && (n->file == F_PRESSURE || n->file == F_LIMIT ||
+			      (n->file == F_ATTR && n->idx == ATTR_POLL) ||
 			      (n->file == F_TUNABLE && (tun_info(n->idx)->mode & 0200)));
 }
 
@@ -220,7 +222,7 @@ static int render_stat(const struct node *n, char *buf, size_t len)
 		[ST_EVT_IN] = s.evt_in, [ST_EVT_OUT] = s.evt_out,
 		[ST_ADOPTED] = s.adopted, [ST_REPLAYED_REQ] = s.replayed_req,
 		[ST_MEM_WAITS] = s.mem_waits, [ST_BUDGET_PAGES] = v.budget_pages,
-		[ST_ERRORS] = s.errors,
+		[ST_ERRORS] = s.errors, [ST_POLLS] = s.polls, [ST_POLL_HITS] = s.poll_hits,
 	};
 	if (n->idx != ST_LATENCY_US)
 		return snprintf(buf, len, "%" PRIu64 "\n", val[n->idx]);
@@ -244,6 +246,9 @@ static int render_attr(const struct node *n, char *buf, size_t len)
 				major(d->st.rdev), minor(d->st.rdev));
 	case 2:
 		return snprintf(buf, len, "%s\n", xbd_xenbus_state_name(d->state));
+	case ATTR_POLL:   /* xbd: -1 follows the module parameter */
+		return snprintf(buf, len, "%" PRId64 "\n",
+				__atomic_load_n(&d->poll_us, __ATOMIC_RELAXED));
 	case 4:     /* xbd: the driver and its target (storage.h) */
 		return snprintf(buf, len, "%s %s\n",
 				storage_is_open(&d->st) ? d->st.driver : "none",
@@ -425,6 +430,28 @@ static int write_limit(const struct node *n, const char *val, size_t size)
 	return (int)size;
 }
 
+/* A vbd's poll_duration_us: -1 (the module parameter's) or 0..its max,
+ * live for its queues. */
+static int write_poll(const struct node *n, const char *val, size_t size)
+{
+	const struct tunable *t = tun_info(TUN_POLL_DURATION_US);
+	long long v;
+	char *end;
+
+	errno = 0;
+	v = strtoll(val, &end, 10);
+	if (end == val || (*end && strcmp(end, "\n")) || errno || val[0] == ' ' ||
+	    v < -1 || v > (long long)t->max) {
+		log_warn("sysfs: %s/poll_duration_us: %.*s refused: -1 or a number in 0..%llu",
+			 n->d->be_path, (int)strcspn(val, "\n"), val,
+			 (unsigned long long)t->max);
+		return -EINVAL;
+	}
+	__atomic_store_n(&n->d->poll_us, (int64_t)v, __ATOMIC_RELAXED);
+	log_info("sysfs: %s/poll_duration_us = %lld", n->d->be_path, v);
+	return (int)size;
+}
+
 /* One write is one value, as in sysfs (a store of the whole buffer). */
 static int op_write(const char *path, const char *in, size_t size, off_t off,
 		    struct fuse_file_info *fi)
@@ -450,9 +477,16 @@ static int op_write(const char *path, const char *in, size_t size, off_t off,
 	}
 	if (n.file == F_LIMIT)
 		return write_limit(&n, val, size);
+	if (n.file == F_ATTR)
+		return write_poll(&n, val, size);
 	rc = tun_set((enum tun_id)n.idx, val, true);
 	if (rc == -EPERM)
 		rc = -EACCES;
+	if (rc == -EINVAL && tun_info(n.idx)->type == TUN_UINT)
+		log_warn("sysfs: %s: %.*s refused: not a number in %llu..%llu",
+			 tun_info(n.idx)->name, (int)strcspn(val, "\n"), val,
+			 (unsigned long long)tun_info(n.idx)->min,
+			 (unsigned long long)tun_info(n.idx)->max);
 	if (!rc)
 		log_info("sysfs: %s = %.*s", tun_info(n.idx)->name,
 			 (int)strcspn(val, "\n"), val);

@@ -95,6 +95,11 @@ static const struct tunable table[TUN_COUNT] = {
 		"How often the size of every connected disk's store is looked at; "
 		"a store that grew is announced to the frontend (online resize); "
 		"0: never (xbd only)" },
+	[TUN_POLL_DURATION_US] = {
+		"poll_duration_us", TUN_UINT, 50, 0, 1000, 0644,
+		"Longest time a queue thread spins on its ring and its completions "
+		"after the ring went empty, before it sleeps on the event channel; "
+		"adaptive below it, never on an idle queue; 0: never (xbd only)" },
 	/* I/O limits of new vbds (limit.h); the toolstack's nodes win */
 	LIMIT_DEFAULT(READ_IOPS, "read_iops",
 		      "Read requests per second a new vbd may do; 0: no limit"),

@@ -745,6 +745,7 @@ int be_dev_probe(const struct be_ctx *ctx, const char *be_path, struct backend_d
 		return rc;
 	}
 	be_limit_init(&d->limit);
+	d->poll_us = -1;
 	*out = d;
 	/* Our state as the previous backend (if any) left it. */
 	(void)xbd_xenbus_read_state(ctx->xs, XBT_NULL, d->be_path, &be);
@@ -837,7 +838,8 @@ static void queue_cfg(struct backend_dev *d, unsigned int i, struct be_queue_cfg
 		.plat = d->ctx->plat, .self = d->ctx->self, .frontend = d->fe_domid,
 		.index = i, .ring_order = d->order, .abi = d->abi,
 		.persistent = d->persistent, .storage = &d->st, .budget = &d->mem,
-		.limit = &d->limit, .measured_size = i == 0 ? &d->measured_size : NULL,
+		.limit = &d->limit, .poll_us = &d->poll_us,
+		.measured_size = i == 0 ? &d->measured_size : NULL,
 		.limits = {
 			.sectors = d->st.size >> 9, .sector_size = d->st.logical_block,
 			.read_only = d->read_only, .flush = true, .barrier = true,

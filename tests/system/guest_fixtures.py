@@ -56,13 +56,14 @@ class Guest:
             assert r.returncode == 0, (args, r.stdout, r.stderr)
         return r.stdout if check else r
 
-    def start_backend(self, name="blkback", queues=2, sysfs=None, env=None):
+    def start_backend(self, name="blkback", queues=2, sysfs=None, env=None, extra=()):
         """xbd-blkback; sysfs: a directory for its sysfs-style tree
-        (none by default); env: variables added to self.env."""
+        (none by default); env: variables added to self.env; extra:
+        more options (tunables)."""
         self.backend = self.daemons.start(
             [binary("xbd-blkback"), "-N", "-p", "local", "-R", self.rundir,
              f"--max_queues={queues}", "--max_ring_page_order=2",
-             f"--sysfs={sysfs or 'none'}"],
+             f"--sysfs={sysfs or 'none'}", *extra],
             name=name, env=dict(self.env, **(env or {})),
             ready=(lambda: bool(mounted_under(sysfs))) if sysfs else None)
         return self.backend

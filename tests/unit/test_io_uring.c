@@ -14,6 +14,7 @@
 #include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <sys/eventfd.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
@@ -22,6 +23,7 @@
 #include <cmocka.h>
 
 #include "backend/io_uring.h"
+#include "backend/tunables.h"
 #include "test_be_front.h"
 #include "test_be_loop.h"
 
@@ -546,6 +548,61 @@ struct watch {
 	long nr;                     /* the syscall, -1: never seen blocked */
 };
 
+/* Polling (io_uring.c "Polling"): a busy queue spins before it sleeps,
+ * arms req_event (req_cons + 1) before every sleep, and an idle queue
+ * does not spin at all. */
+static void test_poll_spins_then_arms_and_idles(void **state)
+{
+	struct fx *fx = *state;
+	static const struct blkif_request_segment r[1] = { { 0, 0, 7 } };
+	uint64_t polls;
+
+	setenv("XBD_TEST_POLL_IGNORE_LOAD", "1", 1);   /* whatever the load */
+	assert_int_equal(tun_set(TUN_POLL_DURATION_US, "200", false), 0);
+	assert_int_equal(start_io(fx, &(struct storage_opts){ 0 }, fx->file, 0), 0);
+	fe_rw(&fx->fe, BLKIF_OP_READ, 1, 0, 1, r);
+	fe_push(&fx->fe);
+	fe_wait(&fx->fe, 1);
+	check_id(&fx->fe, 1, BLKIF_OP_READ, BLKIF_RSP_OKAY);
+	assert_true(fx->stats.polls >= 1);   /* it spun while it worked */
+	/* nothing comes: one more spin (it just worked), then armed */
+	polls = fx->stats.polls;
+	assert_int_equal(be_io_run_once(&fx->io, 1), 0);
+	assert_true(fx->stats.polls == polls + 1);
+	assert_int_equal(((uint32_t *)fx->sring)[1], fx->ring.req_cons + 1);
+	/* idle now: no spin, whatever the window */
+	for (int i = 0; i < 3; i++)
+		assert_int_equal(be_io_run_once(&fx->io, 1), 0);
+	assert_true(fx->stats.polls == polls + 1);
+	/* a request on the armed ring: kicked, taken, spun after again */
+	fe_rw(&fx->fe, BLKIF_OP_READ, 2, 8, 1, r);
+	fe_push(&fx->fe);
+	fe_wait(&fx->fe, 1);
+	check_id(&fx->fe, 2, BLKIF_OP_READ, BLKIF_RSP_OKAY);
+	assert_true(fx->stats.polls > polls + 1);
+	assert_true(fx->stats.poll_hits <= fx->stats.polls);
+	assert_int_equal(tun_set(TUN_POLL_DURATION_US, "0", false), 0);
+	unsetenv("XBD_TEST_POLL_IGNORE_LOAD");
+}
+
+/* poll_duration_us 0: never a spin. */
+static void test_poll_off_never_spins(void **state)
+{
+	struct fx *fx = *state;
+	static const struct blkif_request_segment r[1] = { { 0, 0, 7 } };
+
+	assert_int_equal(tun_set(TUN_POLL_DURATION_US, "0", false), 0);
+	assert_int_equal(start_io(fx, &(struct storage_opts){ 0 }, fx->file, 0), 0);
+	for (unsigned int i = 0; i < 4; i++) {
+		fe_rw(&fx->fe, BLKIF_OP_READ, i, 8 * i, 1, r);
+		fe_push(&fx->fe);
+		fe_wait(&fx->fe, 1);
+	}
+	assert_int_equal(be_io_run_once(&fx->io, 1), 0);
+	assert_true(fx->stats.polls == 0 && fx->stats.poll_hits == 0);
+	assert_int_equal(((uint32_t *)fx->sring)[1], fx->ring.req_cons + 1);
+}
+
 static long blocked_in(pid_t tid)
 {
 	char path[64], buf[256];
@@ -699,6 +756,11 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_write_then_read, setup_poll, teardown),
 		cmocka_unit_test_setup_teardown(test_barrier_drains, setup_poll, teardown),
 		cmocka_unit_test_setup_teardown(test_stop_and_wait_for_kick, setup_poll, teardown),
+		cmocka_unit_test_setup_teardown(test_poll_spins_then_arms_and_idles, setup,
+						teardown),
+		cmocka_unit_test_setup_teardown(test_poll_spins_then_arms_and_idles, setup_poll,
+						teardown),
+		cmocka_unit_test_setup_teardown(test_poll_off_never_spins, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_wait_mode_decides_where_it_sleeps, setup,
 						teardown),
 	};

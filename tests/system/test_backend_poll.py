@@ -1,0 +1,272 @@
+# SPDX-License-Identifier: MIT
+"""Polling in xbd-blkback (the poll_duration_us tunable, Documentation/
+backend.md "Polling"): a queue thread spins a short, adaptive time on
+its ring and its completions before it sleeps on the event channel.
+
+- an attached disk that is idle costs no process of the machine CPU
+  (xbd-xenstored, xbd-blkback, the guest: xbd-blkfront or fio's engine),
+  with both ends polling at the default and at the maximum;
+- fio's crc32c verify passes at depth 1 and 64 with the backend polling
+  on and off, the frontend on and off; the backend's polls counters move
+  only when it polls;
+- the tunable reads and writes in the tree, takes effect at once, and a
+  value out of range is refused (EINVAL, the old value kept, the log and
+  the command line say what the range is)."""
+import errno
+import os
+import subprocess
+import threading
+import time
+
+import pytest
+
+from conftest import binary
+from guest_fixtures import guest, fio_ok, wait_until  # noqa: F401
+from test_fio_engine import xfio, ENGINE, engine_env
+
+MiB = 1 << 20
+HZ = os.sysconf("SC_CLK_TCK")
+PARAM = os.path.join("module", "xen_blkback", "parameters", "poll_duration_us")
+DEFAULT, MAX = 50, 1000
+
+
+def cpu_seconds(pid):
+    """User + system time of every thread of process pid."""
+    with open(f"/proc/{pid}/stat") as f:
+        fields = f.read().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / HZ
+
+
+def with_tree(g, *extra):
+    """Restart g's backend with its sysfs-style tree (and extra options);
+    the tree's directory.  The backend does not spin while the machine
+    has more runnable threads than CPUs (io_uring.c machine_busy); the
+    test switch XBD_TEST_POLL_IGNORE_LOAD lifts that, so that the spin
+    runs (and its CPU is counted) however busy the machine is."""
+    g.backend.stop()
+    sysfs = os.path.join(g.rundir, "sys")
+    g.start_backend(name="blkback-tree", sysfs=sysfs, extra=extra,
+                    env={"XBD_TEST_POLL_IGNORE_LOAD": "1"})
+    return sysfs
+
+
+def tree_read(sysfs, rel):
+    with open(os.path.join(sysfs, rel)) as f:
+        return f.read()
+
+
+def tree_write(sysfs, rel, value):
+    """`echo -n value > file`: 0 or the errno of open/write."""
+    try:
+        fd = os.open(os.path.join(sysfs, rel), os.O_WRONLY | os.O_TRUNC)
+    except OSError as e:
+        return e.errno
+    try:
+        os.write(fd, value.encode())
+        return 0
+    except OSError as e:
+        return e.errno
+    finally:
+        os.close(fd)
+
+
+def vbd_stat(sysfs, name):
+    """The vbd's counter (summed over its queues), or None while no
+    frontend is connected."""
+    d = os.path.join(sysfs, "bus", "xen-backend", "devices")
+    try:
+        for v in os.listdir(d):
+            with open(os.path.join(d, v, "statistics", name)) as f:
+                return int(f.read())
+    except (OSError, ValueError):
+        return None
+    return None
+
+
+def idle_cpu(pids, seconds=10):
+    before = {p: cpu_seconds(p) for p in pids}
+    time.sleep(seconds)
+    return {p: cpu_seconds(p) - before[p] for p in pids}
+
+
+@pytest.mark.parametrize("poll", [DEFAULT, MAX])
+def test_idle_disk_costs_no_cpu_blkfront(guest, poll):
+    """xbd-blkfront with an attached disk, after I/O at depth 1 (both ends
+    have polled and their windows have grown), then 10 s of nothing:
+    every process under 1% of one core."""
+    sysfs = with_tree(guest, f"--poll_duration_us={poll}")
+    dev = guest.attach(guest.disk(size=32 * MiB))
+    bf = guest.start_blkfront(f"--poll_duration_us={poll}", wait_for=dev)
+    fio_ok(guest.fio("--name=w", f"--filename={dev}", "--ioengine=libaio",
+                     "--direct=1", "--rw=randread", "--bs=4k", "--iodepth=1",
+                     "--size=16M", "--io_size=4M"))
+    assert vbd_stat(sysfs, "polls") > 0      # the backend did poll
+    time.sleep(1)
+    used = idle_cpu([guest.xd.daemon.pid, guest.backend.pid, bf.pid])
+    names = {guest.xd.daemon.pid: "xbd-xenstored", guest.backend.pid: "xbd-blkback",
+             bf.pid: "xbd-blkfront"}
+    for pid, s in used.items():
+        assert s < 0.1, f"idle {names[pid]} used {s:.2f} s of CPU in 10 s"
+
+
+@pytest.mark.parametrize("poll", [DEFAULT, MAX])
+def test_idle_disk_costs_no_cpu_fio_engine(guest, poll):
+    """A guest that is fio through the engine: a burst of 256 reads at
+    depth 1, then it thinks 14 s with the disk attached and connected;
+    over 10 s of that, every process under 1% of one core."""
+    sysfs = with_tree(guest, f"--poll_duration_us={poll}")
+    guest.attach(guest.disk(size=32 * MiB))
+    fio = subprocess.Popen(
+        ["/usr/bin/fio", "--output-format=terse", "--terse-version=3",
+         "--name=idle", f"--ioengine=external:{ENGINE}", "--xbd_domain=g1",
+         "--xbd_vdev=xvdb", f"--xbd_rundir={guest.rundir}",
+         f"--xbd_poll_duration_us={poll}", "--rw=randread", "--bs=4k",
+         "--size=16M", "--number_ios=257", "--thinktime=14s",
+         "--thinktime_blocks=256"],
+        cwd=guest.rundir, env=engine_env(guest), stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE, text=True)
+    try:
+        wait_until(lambda: (vbd_stat(sysfs, "rd_req") or 0) >= 256 or
+                   fio.poll() is not None, timeout=60, what="the burst")
+        assert fio.poll() is None, fio.communicate()
+        assert vbd_stat(sysfs, "polls") > 0
+        time.sleep(1)
+        pids = {guest.xd.daemon.pid: "xbd-xenstored",
+                guest.backend.pid: "xbd-blkback", fio.pid: "fio (guest)"}
+        used = idle_cpu(list(pids))
+        assert fio.poll() is None, "fio ended before the 10 s were over"
+        for pid, s in used.items():
+            assert s < 0.1, f"idle {pids[pid]} used {s:.2f} s of CPU in 10 s"
+        out, err = fio.communicate(timeout=60)
+        assert fio.returncode == 0, err
+    finally:
+        if fio.poll() is None:
+            fio.kill()
+            fio.wait()
+
+
+@pytest.mark.parametrize("depth", [1, 64])
+@pytest.mark.parametrize("be,fe", [(0, 0), (0, DEFAULT), (DEFAULT, 0),
+                                   (DEFAULT, DEFAULT), (MAX, MAX)])
+def test_verify_with_and_without_polling(guest, depth, be, fe):
+    """crc32c verify through the fio engine; the backend's polls counter
+    is sampled while fio runs (the statistics go with the frontend)."""
+    sysfs = with_tree(guest, f"--poll_duration_us={be}")
+    guest.attach(guest.disk(size=64 * MiB))
+    polls, done = [], threading.Event()
+
+    def sample():
+        while not done.wait(0.05):
+            v = vbd_stat(sysfs, "polls")
+            if v is not None:
+                polls.append((v, vbd_stat(sysfs, "poll_hits") or 0))
+    t = threading.Thread(target=sample)
+    t.start()
+    try:
+        r = xfio(guest, "--rw=randwrite", "--bs=4k", f"--iodepth={depth}",
+                 "--size=8M", "--verify=crc32c", "--do_verify=1",
+                 "--verify_fatal=1", f"--xbd_poll_duration_us={fe}")
+    finally:
+        done.set()
+        t.join()
+    out = fio_ok(r)
+    assert out[0]["write_kb"] == 8192 and out[0]["read_kb"] == 8192, out
+    assert polls, "no statistics seen while fio ran"
+    last, hits = max(polls)
+    if be == 0:
+        assert last == 0 and hits == 0, polls[-1]
+    else:
+        assert last > 0 and hits <= last, polls[-1]
+
+
+def test_tunable_reads_writes_and_refuses(guest):
+    sysfs = with_tree(guest)
+    st = os.stat(os.path.join(sysfs, PARAM))
+    assert st.st_mode & 0o777 == 0o644
+    assert tree_read(sysfs, PARAM) == f"{DEFAULT}\n"
+    for good in ("0", "1000", "7\n"):
+        assert tree_write(sysfs, PARAM, good) == 0, good
+        assert tree_read(sysfs, PARAM) == good.strip() + "\n"
+    for bad in ("1001", "-1", "abc", " 5", "5x", "\n", "99999999999999999999999"):
+        assert tree_write(sysfs, PARAM, bad) == errno.EINVAL, bad
+        assert tree_read(sysfs, PARAM) == "7\n", bad
+    wait_until(lambda: "poll_duration_us: 1001 refused: not a number in 0..1000"
+               in guest.backend.log_text(), timeout=5, what="the refusal logged")
+
+
+def test_tunable_takes_effect_at_once(guest):
+    """Written on a running queue: 0 stops the polls counter, a value
+    starts it again, with no reconnection."""
+    sysfs = with_tree(guest, "--poll_duration_us=0")
+    guest.attach(guest.disk(size=32 * MiB))
+    fio = subprocess.Popen(
+        ["/usr/bin/fio", "--output-format=terse", "--terse-version=3",
+         "--name=live", f"--ioengine=external:{ENGINE}", "--xbd_domain=g1",
+         "--xbd_vdev=xvdb", f"--xbd_rundir={guest.rundir}", "--rw=randread",
+         "--bs=4k", "--size=16M", "--time_based", "--runtime=30",
+         "--iodepth=1"],
+        cwd=guest.rundir, env=engine_env(guest), stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE, text=True)
+    try:
+        wait_until(lambda: (vbd_stat(sysfs, "rd_req") or 0) > 100 or
+                   fio.poll() is not None, timeout=60, what="fio's reads")
+        time.sleep(0.5)
+        assert vbd_stat(sysfs, "polls") == 0
+        assert tree_write(sysfs, PARAM, "100") == 0
+        wait_until(lambda: (vbd_stat(sysfs, "polls") or 0) > 0, timeout=10,
+                   what="polls after the write")
+        assert fio.poll() is None
+    finally:
+        fio.kill()
+        fio.wait()
+
+
+def test_vbd_override(guest):
+    """A vbd's own poll_duration_us wins over the module's, both ways,
+    live; -1 follows the module again; bad values refused."""
+    sysfs = with_tree(guest, "--poll_duration_us=0")
+    guest.attach(guest.disk(size=32 * MiB))
+    devs = os.path.join(sysfs, "bus", "xen-backend", "devices")
+    vbd = os.path.join("bus", "xen-backend", "devices", os.listdir(devs)[0],
+                       "poll_duration_us")
+    assert tree_read(sysfs, vbd) == "-1\n"
+    for bad in ("-2", "1001", "x", " 5", "5x"):
+        assert tree_write(sysfs, vbd, bad) == errno.EINVAL, bad
+    assert tree_read(sysfs, vbd) == "-1\n"
+    fio = subprocess.Popen(
+        ["/usr/bin/fio", "--output-format=terse", "--terse-version=3",
+         "--name=vbd", f"--ioengine=external:{ENGINE}", "--xbd_domain=g1",
+         "--xbd_vdev=xvdb", f"--xbd_rundir={guest.rundir}", "--rw=randread",
+         "--bs=4k", "--size=16M", "--time_based", "--runtime=30",
+         "--iodepth=1"],
+        cwd=guest.rundir, env=engine_env(guest), stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE, text=True)
+    try:
+        wait_until(lambda: (vbd_stat(sysfs, "rd_req") or 0) > 100 or
+                   fio.poll() is not None, timeout=60, what="fio's reads")
+        assert vbd_stat(sysfs, "polls") == 0          # the module says 0
+        assert tree_write(sysfs, vbd, "100") == 0     # the vbd says 100
+        wait_until(lambda: (vbd_stat(sysfs, "polls") or 0) > 0, timeout=10,
+                   what="polls after the vbd's write")
+        # the module polls, this vbd does not: its counter stops
+        assert tree_write(sysfs, PARAM, "100") == 0
+        assert tree_write(sysfs, vbd, "0") == 0
+        time.sleep(0.3)
+        stopped = vbd_stat(sysfs, "polls")
+        time.sleep(1)
+        assert vbd_stat(sysfs, "polls") == stopped
+        assert tree_write(sysfs, vbd, "-1") == 0      # follows the module again
+        wait_until(lambda: (vbd_stat(sysfs, "polls") or 0) > stopped, timeout=10,
+                   what="polls after -1")
+        assert fio.poll() is None
+    finally:
+        fio.kill()
+        fio.wait()
+
+
+def test_command_line_refuses_out_of_range(guest):
+    r = subprocess.run([binary("xbd-blkback"), "-N", "-p", "local", "-R",
+                        guest.rundir, "--sysfs=none", "--poll_duration_us=1001"],
+                       capture_output=True, text=True, timeout=30, env=guest.env)
+    assert r.returncode != 0
+    assert "--poll_duration_us=1001: not a number in 0..1000" in r.stderr, r.stderr
