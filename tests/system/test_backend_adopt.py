@@ -336,7 +336,15 @@ def test_killed_between_publish_and_notify_the_restart_notifies_first(
             log = be.log_text()
             for q in (0, 1):
                 assert f"queue {q}: adopted at rsp_prod" in log, log
-            s = stats(xenstored, be)
+            # a restart that carries the hook may be killed by it again
+            # before it answers SIGUSR1; the last restart has no hook, so
+            # its counters are always read
+            try:
+                s = stats(xenstored, be)
+            except AssertionError:
+                if last or be.proc.poll() is None:
+                    raise
+                continue
             assert int(s["evt_out"]) >= 2, s       # one per queue at least
         rc, out, err = finish(w, timeout=120)
     finally:
