@@ -182,8 +182,11 @@ def test_clean_close_between_connections(xen):
     again = next((n for n, st in enumerate(states)
                   if n > closed and st == ("4", "4")), None)
     assert again is not None, states
+    # (and the frontend's Initialised can be sampled after kernel blkback
+    # already answered it with Connected)
     for fe, be in states[closed:again]:
-        assert fe in ("6", "1", "3") and be in ("6", "2"), states
+        assert (fe in ("6", "1", "3") and be in ("6", "2")) or \
+            (fe, be) == ("3", "4"), states
     assert DomR(xen).rc("verify")[0] == 0
 
 
