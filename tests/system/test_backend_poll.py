@@ -23,6 +23,7 @@ import pytest
 from conftest import binary
 from guest_fixtures import guest, fio_ok, wait_until  # noqa: F401
 from test_fio_engine import xfio, ENGINE, engine_env
+from tree_files import cat, echo
 
 MiB = 1 << 20
 HZ = os.sysconf("SC_CLK_TCK")
@@ -48,26 +49,6 @@ def with_tree(g, *extra):
     g.start_backend(name="blkback-tree", sysfs=sysfs, extra=extra,
                     env={"XBD_TEST_POLL_IGNORE_LOAD": "1"})
     return sysfs
-
-
-def tree_read(sysfs, rel):
-    with open(os.path.join(sysfs, rel)) as f:
-        return f.read()
-
-
-def tree_write(sysfs, rel, value):
-    """`echo -n value > file`: 0 or the errno of open/write."""
-    try:
-        fd = os.open(os.path.join(sysfs, rel), os.O_WRONLY | os.O_TRUNC)
-    except OSError as e:
-        return e.errno
-    try:
-        os.write(fd, value.encode())
-        return 0
-    except OSError as e:
-        return e.errno
-    finally:
-        os.close(fd)
 
 
 def vbd_stat(sysfs, name):
@@ -183,25 +164,23 @@ def test_tunable_reads_writes_and_refuses(guest):
     sysfs = with_tree(guest)
     st = os.stat(os.path.join(sysfs, PARAM))
     assert st.st_mode & 0o777 == 0o644
-    assert tree_read(sysfs, PARAM) == f"{DEFAULT}\n"
+    assert cat(guest, PARAM) == f"{DEFAULT}\n"
     for good in ("0", "1000", "7\n"):
-        assert tree_write(sysfs, PARAM, good) == 0, good
-        assert tree_read(sysfs, PARAM) == good.strip() + "\n"
+        assert echo(guest, PARAM, good) == 0, good
+        assert cat(guest, PARAM) == good.strip() + "\n"
     for bad in ("1001", "-1", "abc", " 5", "5x", "\n", "99999999999999999999999"):
-        assert tree_write(sysfs, PARAM, bad) == errno.EINVAL, bad
-        assert tree_read(sysfs, PARAM) == "7\n", bad
+        assert echo(guest, PARAM, bad) == errno.EINVAL, bad
+        assert cat(guest, PARAM) == "7\n", bad
     wait_until(lambda: "poll_duration_us: 1001 refused: not a number in 0..1000"
                in guest.backend.log_text(), timeout=5, what="the refusal logged")
 
 
-def test_tunable_takes_effect_at_once(guest):
-    """Written on a running queue: 0 stops the polls counter, a value
-    starts it again, with no reconnection."""
-    sysfs = with_tree(guest, "--poll_duration_us=0")
-    guest.attach(guest.disk(size=32 * MiB))
+def reading_fio(guest, sysfs, name):
+    """fio through the engine, 4k random reads at depth 1 for 30 s, once
+    the backend counted its first hundred reads."""
     fio = subprocess.Popen(
         ["/usr/bin/fio", "--output-format=terse", "--terse-version=3",
-         "--name=live", f"--ioengine=external:{ENGINE}", "--xbd_domain=g1",
+         f"--name={name}", f"--ioengine=external:{ENGINE}", "--xbd_domain=g1",
          "--xbd_vdev=xvdb", f"--xbd_rundir={guest.rundir}", "--rw=randread",
          "--bs=4k", "--size=16M", "--time_based", "--runtime=30",
          "--iodepth=1"],
@@ -210,9 +189,23 @@ def test_tunable_takes_effect_at_once(guest):
     try:
         wait_until(lambda: (vbd_stat(sysfs, "rd_req") or 0) > 100 or
                    fio.poll() is not None, timeout=60, what="fio's reads")
+    except BaseException:
+        fio.kill()
+        fio.wait()
+        raise
+    return fio
+
+
+def test_tunable_takes_effect_at_once(guest):
+    """Written on a running queue: 0 stops the polls counter, a value
+    starts it again, with no reconnection."""
+    sysfs = with_tree(guest, "--poll_duration_us=0")
+    guest.attach(guest.disk(size=32 * MiB))
+    fio = reading_fio(guest, sysfs, "live")
+    try:
         time.sleep(0.5)
         assert vbd_stat(sysfs, "polls") == 0
-        assert tree_write(sysfs, PARAM, "100") == 0
+        assert echo(guest, PARAM, "100") == 0
         wait_until(lambda: (vbd_stat(sysfs, "polls") or 0) > 0, timeout=10,
                    what="polls after the write")
         assert fio.poll() is None
@@ -229,33 +222,24 @@ def test_vbd_override(guest):
     devs = os.path.join(sysfs, "bus", "xen-backend", "devices")
     vbd = os.path.join("bus", "xen-backend", "devices", os.listdir(devs)[0],
                        "poll_duration_us")
-    assert tree_read(sysfs, vbd) == "-1\n"
+    assert cat(guest, vbd) == "-1\n"
     for bad in ("-2", "1001", "x", " 5", "5x"):
-        assert tree_write(sysfs, vbd, bad) == errno.EINVAL, bad
-    assert tree_read(sysfs, vbd) == "-1\n"
-    fio = subprocess.Popen(
-        ["/usr/bin/fio", "--output-format=terse", "--terse-version=3",
-         "--name=vbd", f"--ioengine=external:{ENGINE}", "--xbd_domain=g1",
-         "--xbd_vdev=xvdb", f"--xbd_rundir={guest.rundir}", "--rw=randread",
-         "--bs=4k", "--size=16M", "--time_based", "--runtime=30",
-         "--iodepth=1"],
-        cwd=guest.rundir, env=engine_env(guest), stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE, text=True)
+        assert echo(guest, vbd, bad) == errno.EINVAL, bad
+    assert cat(guest, vbd) == "-1\n"
+    fio = reading_fio(guest, sysfs, "vbd")
     try:
-        wait_until(lambda: (vbd_stat(sysfs, "rd_req") or 0) > 100 or
-                   fio.poll() is not None, timeout=60, what="fio's reads")
         assert vbd_stat(sysfs, "polls") == 0          # the module says 0
-        assert tree_write(sysfs, vbd, "100") == 0     # the vbd says 100
+        assert echo(guest, vbd, "100") == 0     # the vbd says 100
         wait_until(lambda: (vbd_stat(sysfs, "polls") or 0) > 0, timeout=10,
                    what="polls after the vbd's write")
         # the module polls, this vbd does not: its counter stops
-        assert tree_write(sysfs, PARAM, "100") == 0
-        assert tree_write(sysfs, vbd, "0") == 0
+        assert echo(guest, PARAM, "100") == 0
+        assert echo(guest, vbd, "0") == 0
         time.sleep(0.3)
         stopped = vbd_stat(sysfs, "polls")
         time.sleep(1)
         assert vbd_stat(sysfs, "polls") == stopped
-        assert tree_write(sysfs, vbd, "-1") == 0      # follows the module again
+        assert echo(guest, vbd, "-1") == 0      # follows the module again
         wait_until(lambda: (vbd_stat(sysfs, "polls") or 0) > stopped, timeout=10,
                    what="polls after -1")
         assert fio.poll() is None
