@@ -27,20 +27,28 @@ def machine():
             "mem_mib": mem, "load_start": os.getloadavg()}
 
 
+def git(top, *args):
+    """git's run in top, or None where git is not installed (a fresh
+    machine has none: the checkout may have come as a tarball)."""
+    try:
+        return subprocess.run(["git", "-C", top, *args], capture_output=True,
+                              text=True)
+    except FileNotFoundError:
+        return None
+
+
 def git_commit(top=TOP):
-    out = subprocess.run(["git", "-C", top, "rev-parse", "--short", "HEAD"],
-                         capture_output=True, text=True)
-    return out.stdout.strip() or "?"
+    out = git(top, "rev-parse", "--short", "HEAD")
+    return (out.stdout.strip() if out else "") or "?"
 
 
 def git_dirty(top=TOP):
     """True when tracked files differ from the commit, so what ran is not
     exactly the commit named.  Markdown and bench/results/ do not count:
     `make bench` itself rewrites them, and they do not run."""
-    out = subprocess.run(["git", "-C", top, "status", "--porcelain",
-                          "--untracked-files=no", "--", ".", ":(exclude)bench/results",
-                          ":(exclude)*.md"], capture_output=True, text=True)
-    return bool(out.stdout.strip()) if out.returncode == 0 else None
+    out = git(top, "status", "--porcelain", "--untracked-files=no", "--", ".",
+              ":(exclude)bench/results", ":(exclude)*.md")
+    return bool(out.stdout.strip()) if out and out.returncode == 0 else None
 
 
 def stamp():

@@ -157,7 +157,12 @@ def test_verify_with_and_without_polling(guest, depth, be, fe):
     if be == 0:
         assert last == 0 and hits == 0, polls[-1]
     else:
-        assert last > 0 and hits <= last, polls[-1]
+        # at depth 1 the ring goes empty after every request, so a polling
+        # backend spins; at depth 64 it may never go empty in so short a
+        # job (seen: 0 polls in a fresh root), so only the bound is checked
+        assert hits <= last, polls[-1]
+        if depth == 1:
+            assert last > 0, polls[-1]
 
 
 def test_tunable_reads_writes_and_refuses(guest):
