@@ -6,6 +6,8 @@
 #                        guest/domu-init
 #   dom0-base.cpio.gz    busybox, bash and the tools the hotplug scripts
 #                        need, nbdkit and QEMU's storage tools (phase N),
+#                        Ceph's daemons and CLIs with a prepared cluster
+#                        (phase N, build-ceph.py),
 #                        the Xen 4.17 userspace (xl, C xenstored,
 #                        xenconsoled, xen-init-dom0, xenstore-*), /etc/xen,
 #                        the dom0 Xen modules, the domU kernel + initrd,
@@ -91,6 +93,23 @@ NBDKIT_PLUGIN=/usr/lib/x86_64-linux-gnu/nbdkit/plugins/nbdkit-file-plugin.so
 for f in /usr/bin/nbdkit "$NBDKIT_PLUGIN" /usr/bin/qemu-storage-daemon /usr/bin/qemu-img; do
 	if [ -e "$f" ]; then add_file "$D" "$f"; else log "no $f: phase N skips its store"; fi
 done
+# phase N's rbd store, when Ceph is installed (ceph-mon, ceph-osd,
+# ceph-common): the two daemons, the rbd and rados CLIs (C++; the `ceph`
+# CLI is Python, which dom0 has not), the object classes RBD images need
+# (cls_rbd, cls_lock, ...) and the erasure-code plugins an OSD loads at
+# start; and a cluster made here (build-ceph.py), which phase N copies to
+# /run/xbd-ceph and starts
+CEPH_BINS="/usr/bin/ceph-mon /usr/bin/ceph-osd /usr/bin/rbd /usr/bin/rados"
+CEPH_LIB=/usr/lib/x86_64-linux-gnu
+if which ceph monmaptool $CEPH_BINS > /dev/null; then
+	t=$EPOCHREALTIME
+	/usr/bin/python3 "$XBD_XEN_SRC/build-ceph.py" "$D/srv/ceph" /run/xbd-ceph >&2 ||
+		die "build-ceph.py failed"
+	add_file "$D" $CEPH_BINS $CEPH_LIB/rados-classes/libcls_*.so $CEPH_LIB/ceph/erasure-code/*.so
+	log "ceph cluster and tools added in $(awk -v a="$t" -v b="$EPOCHREALTIME" 'BEGIN { printf "%.1f", b - a }') s"
+else
+	log "no Ceph (ceph-mon, ceph-osd, ceph-common): phase N skips its rbd store"
+fi
 for f in /usr/bin/xenstore*; do [ -L "$f" ] || add_file "$D" "$f"; done
 for t in xl xenstored xenconsoled xen-init-dom0; do
 	ln -sf "$XEN_LIBEXEC/bin/$t" "$D/usr/sbin/$t"

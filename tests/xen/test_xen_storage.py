@@ -1,6 +1,7 @@
 # SPDX-License-Identifier: MIT
 """Phase N (guest/phase-n.sh): the real `xl block-attach` of an NBD export
-(nbdkit in dom0) and of a qcow2 image through script=xbd-block, served by
+(nbdkit in dom0), of a qcow2 image and of an RBD image (a single-node Ceph
+cluster in dom0) through script=xbd-block, served by
 xbd-blkback --platform xen to the domU's Linux xen-blkfront, which writes,
 reads back and discards; dom0 checks each store with its own tools."""
 import pytest
@@ -63,3 +64,25 @@ def test_xl_attaches_a_qcow2_image_through_xbd_block(phase_n):
     assert xen.time("N-detach-qcow2")[1] == 0
     assert n_kv(xen, "qcow2.check") == {"rc": "0"}
     assert xen.reply("N", "qcow2.file") == [after], "the domU's data is not in the image"
+
+
+def test_xl_attaches_an_rbd_image_through_xbd_block(phase_n):
+    xen = phase_n
+    if "rbd.skip" in xen.results["N"]:
+        pytest.skip(xen.results["N"]["rbd.skip"][-1])
+    ready = n_kv(xen, "rbd.ready")
+    assert (ready["rc"], ready["mon"], ready["osd"]) == ("0", "1", "1"), \
+        f"the Ceph cluster did not come up in dom0: {ready}"
+    assert n_kv(xen, "rbd.create") == {"rc": "0"}
+    assert xen.time("N-attach-rbd")[1] == 0
+    assert xen.reply("N", "rbd.storage") == ["rbd:rbd/n:conf=/run/xbd-ceph/ceph.conf"]
+    after = check_io(xen, "rbd")
+    assert xen.time("N-detach-rbd")[1] == 0
+    assert xen.reply("N", "N-detach-rbd.ack") == ["0"], "the disk did not leave the domU"
+    size = mb(xen)
+    assert n_kv(xen, "rbd.export") == {"rc": "0", "md5": after, "bytes": str(size << 20)}, \
+        "the domU's data is not in the RBD image"
+    # 1 MiB objects, every MiB written by the domU: the discard of MiB 1
+    # removed its object, and only it
+    assert n_kv(xen, "rbd.objects") == {"data": str(size - 1), "mib1": "0"}, \
+        "the domU's discard did not reach the RBD image"

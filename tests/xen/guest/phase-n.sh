@@ -6,6 +6,10 @@
 #   qcow2  a qcow2 image through the qemu-storage-daemon xbd-blkback starts:
 #          target=qcow2:/srv/n.qcow2 (format=raw: libxl sends format=qcow2
 #          to QEMU's qdisk, not to a hotplug script)
+#   rbd    an RBD image of a single-node Ceph cluster in dom0 (one
+#          monitor on 127.0.0.1, one memstore OSD, made on the host by
+#          build-ceph.py; its daemons start with the phase and boot while
+#          nbd and qcow2 run): target=rbd:rbd/n:conf=/run/xbd-ceph/ceph.conf
 # each attached by `xl block-attach ... script=xbd-block`; the domU's `io`
 # command writes a pattern with O_DIRECT dd, reads it back with md5,
 # discards MiB 1; dom0 checks the store with its own tools afterwards.
@@ -13,6 +17,8 @@
 NSOCK=/run/n.sock
 NIMG=/srv/n.img
 NQCOW=/srv/n.qcow2
+NCEPH=/run/xbd-ceph             # build-ceph.py's DOM0DIR: its ceph.conf names it
+NCONF=$NCEPH/ceph.conf
 
 n_attach() { # LABEL TARGET
 	echo "---- $EPOCHREALTIME $1" >> $LOGS/blkback.log
@@ -54,6 +60,56 @@ n_qcow2() {
 	rm -f /srv/n-flat.raw
 }
 
+# n_ceph_start: the cluster the image carries (/srv/ceph), in a tmpfs
+# (the monitor refuses a filesystem that reports no free space), with
+# loopback up; its daemons themselves (-f), so that their PIDs are ours
+n_ceph_start() {
+	ip link set lo up
+	cp -a /srv/ceph $NCEPH
+	ceph-mon -c $NCONF -i a -f > $NCEPH/mon.out 2>&1 &
+	NMON=$!
+	ceph-osd -c $NCONF -i 0 -f > $NCEPH/osd.out 2>&1 &
+	NOSD=$!
+	NCEPH_T0=$EPOCHREALTIME
+}
+
+alive() { kill -0 "$1" 2>/dev/null && echo 1 || echo 0; }
+n_rss() { awk '/^VmRSS/ { print $2 }' /proc/$1/status 2>/dev/null || echo -; }
+
+n_rbd() {
+	local rc objs
+	# every PG active: `rados ls` lists them all (bounded: TCG on a loaded
+	# host is slow, but a cluster that never comes up must not hang)
+	timeout 300 rados -c $NCONF -p rbd ls > $LOGS/rados-ls.out 2>&1
+	rc=$?
+	u rbd.ready "rados -p rbd ls" "rc=$rc secs=$(secs $NCEPH_T0 $EPOCHREALTIME) mon=$(alive $NMON) osd=$(alive $NOSD)"
+	[ $rc = 0 ] || { tail -5 $NCEPH/mon.out $NCEPH/osd.out | sed 's/^/XBDXEN-N-CEPH /'; return 1; }
+	# 1 MiB objects: the domU's discard of MiB 1 is one whole object
+	u rbd.create "rbd create --size ${MB}M --object-size 1M rbd/n" \
+		"rc=$(timeout 120 rbd -c $NCONF create --size ${MB}M --object-size 1M rbd/n > /dev/null 2>&1; echo $?)"
+	n_attach N-attach-rbd "rbd:rbd/n:conf=$NCONF" || return 1
+	u rbd.storage "xenstore-read xbd-storage" \
+		"$(xenstore-read /local/domain/0/backend/vbd/$DOMID/$UDEV/xbd-storage 2>/dev/null || echo -)"
+	u_cmd rbd 900 io
+	u_detach N-detach-rbd
+	rm -f /run/n-rbd.raw
+	rc=$(timeout 120 rbd -c $NCONF export rbd/n /run/n-rbd.raw > /dev/null 2>&1; echo $?)
+	u rbd.export "rbd export rbd/n; md5sum" \
+		"rc=$rc md5=$(md5sum < /run/n-rbd.raw | cut -d' ' -f1) bytes=$(stat -c %s /run/n-rbd.raw)"
+	rm -f /run/n-rbd.raw
+	objs=$(timeout 120 rados -c $NCONF -p rbd ls 2>/dev/null | grep '^rbd_data\.')
+	u rbd.objects "rados -p rbd ls" \
+		"data=$(echo "$objs" | grep -c .) mib1=$(echo "$objs" | grep -c '\.0000000000000001$')"
+	u rbd.mem "VmRSS, MemAvailable (KiB)" \
+		"mon=$(n_rss $NMON) osd=$(n_rss $NOSD) dom0_avail=$(awk '/^MemAvailable/ { print $2 }' /proc/meminfo)"
+}
+
+n_ceph_stop() { # SIGKILL: the store is not needed after the phase
+	kill -KILL $NOSD $NMON 2>/dev/null
+	wait $NOSD $NMON 2>/dev/null
+	rm -rf $NCEPH
+}
+
 wait_for_sock() { # PATH SECONDS
 	local i
 	for i in $(seq $(($2 * 4))); do
@@ -65,6 +121,12 @@ wait_for_sock() { # PATH SECONDS
 
 phase_n() {
 	echo "XBDXEN-N rmmod | - | $( (! [ -d /sys/module/xen_blkback ] || rmmod xen-blkback) 2>&1 && echo ok)"
+	local ceph=0 b
+	if [ -d /srv/ceph ]; then
+		ceph=1
+		for b in ceph-mon ceph-osd rbd rados; do command -v $b > /dev/null || ceph=0; done
+	fi
+	[ $ceph = 1 ] && n_ceph_start
 	u_start start
 	wait_for $CONLOG/guest-$DOMU.log XBDXEN-DOMU-UP 300
 	if command -v nbdkit > /dev/null; then
@@ -76,6 +138,13 @@ phase_n() {
 		n_qcow2
 	else
 		u qcow2.skip "command -v qemu-storage-daemon" "not in the dom0 image"
+	fi
+	if [ $ceph = 1 ]; then
+		n_rbd
+		n_ceph_stop
+	else
+		u rbd.skip "ls /srv/ceph; command -v ceph-mon ceph-osd rbd rados" \
+			"no Ceph in the dom0 image (build-images.sh: apt-get install ceph-mon ceph-osd ceph-common)"
 	fi
 	u_stop                  # phase U starts its own
 }
