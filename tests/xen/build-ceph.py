@@ -10,9 +10,10 @@ made here, on the host, with the system tests' own code
 127.0.0.1 and a free port, one memstore OSD, auth none, no manager, pool
 `rbd` of 8 PGs, pool size 1).  All 8 PGs are made active (`rados ls`
 lists every PG), `noout` is set (the OSD stays down from here until dom0
-starts it again, maybe long after), and the OSD is stopped with SIGTERM,
-on which memstore writes its in-RAM store out into its data directory;
-then the monitor.  OUT gets the monitor's store (mon/), the OSD's
+starts it again, maybe long after), and the OSD is stopped with SIGTERM
+and `osd_fast_shutdown` off, on which memstore writes its in-RAM store
+out into its data directory (checked: the pool's 8 PGs); then the
+monitor.  OUT gets the monitor's store (mon/), the OSD's
 directory (osd/), an empty run/ and a ceph.conf whose paths name DOM0DIR,
 where phase N (guest/phase-n.sh) copies OUT to.  The monitor's address
 (127.0.0.1:PORT) is in its monmap: the same address serves inside dom0,
@@ -46,7 +47,11 @@ def main(out, dom0dir):
         c = t.Ceph(d)
         c.ceph("osd", "set", "noout")
         c.run("rados", "-c", c.conf, "-p", "rbd", "ls", timeout=60)
+        # a fast shutdown (the default) exits without writing memstore out
+        c.ceph("tell", "osd.0", "config", "set", "osd_fast_shutdown", "false")
         c.kill("osd", signal.SIGTERM)
+        pgs = [f for f in os.listdir(os.path.join(d, "osd")) if f.endswith("_head")]
+        assert len(pgs) == 8, f"the stopped OSD wrote out {sorted(pgs)}, not pool rbd's 8 PGs"
         c.kill("mon", signal.SIGTERM)
         c.procs.clear()
         with open(c.conf) as f:

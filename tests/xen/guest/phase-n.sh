@@ -140,7 +140,7 @@ phase_n() {
 		u qcow2.skip "command -v qemu-storage-daemon" "not in the dom0 image"
 	fi
 	if [ $ceph = 1 ]; then
-		n_rbd
+		timed N-rbd n_rbd
 		n_ceph_stop
 	else
 		u rbd.skip "ls /srv/ceph; command -v ceph-mon ceph-osd rbd rados" \
