@@ -32,9 +32,15 @@ os.environ.setdefault("XBD_BUILD", os.path.join(HERE, "..", "..", "build"))
 
 import test_storage_rbd as t  # noqa: E402
 
-# dom0's hostname is the kernel's "(none)", not a valid CRUSH name: the OSD
-# keeps the location it was made with
-DOM0_CONF = """[osd]
+# In dom0: no erasure-code plugins preloaded (the monitor and the OSD load
+# them at start; jerasure's gf-complete runs SSSE3 code without asking the
+# CPU, an illegal instruction on QEMU's qemu64 model; the pool is
+# replicated); and dom0's hostname is the kernel's "(none)", not a valid
+# CRUSH name, so the OSD keeps the location it was made with.
+DOM0_CONF = """[mon]
+osd erasure code plugins =
+[osd]
+osd erasure code plugins =
 osd crush update on start = false
 """
 

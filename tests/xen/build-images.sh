@@ -96,16 +96,16 @@ done
 # phase N's rbd store, when Ceph is installed (ceph-mon, ceph-osd,
 # ceph-common): the two daemons, the rbd and rados CLIs (C++; the `ceph`
 # CLI is Python, which dom0 has not), the object classes RBD images need
-# (cls_rbd, cls_lock, ...) and the erasure-code plugins an OSD loads at
-# start; and a cluster made here (build-ceph.py), which phase N copies to
-# /run/xbd-ceph and starts
+# (cls_rbd, cls_lock, ...); and a cluster made here (build-ceph.py), which
+# phase N copies to /run/xbd-ceph and starts.  No erasure-code plugins:
+# its ceph.conf preloads none (see build-ceph.py)
 CEPH_BINS="/usr/bin/ceph-mon /usr/bin/ceph-osd /usr/bin/rbd /usr/bin/rados"
 CEPH_LIB=/usr/lib/x86_64-linux-gnu
 if which ceph monmaptool $CEPH_BINS > /dev/null; then
 	t=$EPOCHREALTIME
 	/usr/bin/python3 "$XBD_XEN_SRC/build-ceph.py" "$D/srv/ceph" /run/xbd-ceph >&2 ||
 		die "build-ceph.py failed"
-	add_file "$D" $CEPH_BINS $CEPH_LIB/rados-classes/libcls_*.so $CEPH_LIB/ceph/erasure-code/*.so
+	add_file "$D" $CEPH_BINS $CEPH_LIB/rados-classes/libcls_*.so
 	log "ceph cluster and tools added in $(awk -v a="$t" -v b="$EPOCHREALTIME" 'BEGIN { printf "%.1f", b - a }') s"
 else
 	log "no Ceph (ceph-mon, ceph-osd, ceph-common): phase N skips its rbd store"

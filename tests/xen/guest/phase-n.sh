@@ -83,7 +83,7 @@ n_rbd() {
 	timeout 300 rados -c $NCONF -p rbd ls > $LOGS/rados-ls.out 2>&1
 	rc=$?
 	u rbd.ready "rados -p rbd ls" "rc=$rc secs=$(secs $NCEPH_T0 $EPOCHREALTIME) mon=$(alive $NMON) osd=$(alive $NOSD)"
-	[ $rc = 0 ] || { tail -5 $NCEPH/mon.out $NCEPH/osd.out | sed 's/^/XBDXEN-N-CEPH /'; return 1; }
+	[ $rc = 0 ] || { tail -25 $NCEPH/mon.out $NCEPH/osd.out | sed 's/^/XBDXEN-N-CEPH /'; return 1; }
 	# 1 MiB objects: the domU's discard of MiB 1 is one whole object
 	u rbd.create "rbd create --size ${MB}M --object-size 1M rbd/n" \
 		"rc=$(timeout 120 rbd -c $NCONF create --size ${MB}M --object-size 1M rbd/n > /dev/null 2>&1; echo $?)"
