@@ -8,8 +8,9 @@
 #          to QEMU's qdisk, not to a hotplug script)
 #   rbd    an RBD image of a single-node Ceph cluster in dom0 (one
 #          monitor on 127.0.0.1, one memstore OSD, made on the host by
-#          build-ceph.py; its daemons start with the phase and boot while
-#          nbd and qcow2 run): target=rbd:rbd/n:conf=/run/xbd-ceph/ceph.conf
+#          build-ceph.py; its daemons start with the phase and boot, and
+#          the image is made, while nbd and qcow2 run):
+#          target=rbd:rbd/n:conf=/run/xbd-ceph/ceph.conf
 # each attached by `xl block-attach ... script=xbd-block`; the domU's `io`
 # command writes a pattern with O_DIRECT dd, reads it back with md5,
 # discards MiB 1; dom0 checks the store with its own tools afterwards.
@@ -62,7 +63,12 @@ n_qcow2() {
 
 # n_ceph_start: the cluster the image carries (/srv/ceph), in a tmpfs
 # (the monitor refuses a filesystem that reports no free space), with
-# loopback up; its daemons themselves (-f), so that their PIDs are ours
+# loopback up; its daemons themselves (-f), so that their PIDs are ours.
+# The image is made in the background (while nbd and qcow2 run: each
+# Ceph CLI takes 15-20 s under TCG): `rbd create` waits until the
+# monitor has the OSD up and its PG active (bounded: TCG on a loaded host
+# is slow, but a cluster that never comes up must not hang).  1 MiB
+# objects: the domU's discard of MiB 1 is one whole object.
 n_ceph_start() {
 	ip link set lo up
 	cp -a /srv/ceph $NCEPH
@@ -70,7 +76,10 @@ n_ceph_start() {
 	NMON=$!
 	ceph-osd -c $NCONF -i 0 -f > $NCEPH/osd.out 2>&1 &
 	NOSD=$!
-	NCEPH_T0=$EPOCHREALTIME
+	( t0=$EPOCHREALTIME
+	  timeout 300 rbd -c $NCONF create --size ${MB}M --object-size 1M rbd/n > $NCEPH/create.out 2>&1
+	  echo "rc=$? secs=$(secs $t0 $EPOCHREALTIME)" > $NCEPH/create.rc ) &
+	NCREATE=$!
 }
 
 alive() { kill -0 "$1" 2>/dev/null && echo 1 || echo 0; }
@@ -78,26 +87,26 @@ n_rss() { awk '/^VmRSS/ { print $2 }' /proc/$1/status 2>/dev/null || echo -; }
 
 n_rbd() {
 	local rc objs
-	# every PG active: `rados ls` lists them all (bounded: TCG on a loaded
-	# host is slow, but a cluster that never comes up must not hang)
-	timeout 300 rados -c $NCONF -p rbd ls > $LOGS/rados-ls.out 2>&1
-	rc=$?
-	u rbd.ready "rados -p rbd ls" "rc=$rc secs=$(secs $NCEPH_T0 $EPOCHREALTIME) mon=$(alive $NMON) osd=$(alive $NOSD)"
-	[ $rc = 0 ] || { tail -25 $NCEPH/mon.out $NCEPH/osd.out | sed 's/^/XBDXEN-N-CEPH /'; return 1; }
-	# 1 MiB objects: the domU's discard of MiB 1 is one whole object
+	wait $NCREATE
 	u rbd.create "rbd create --size ${MB}M --object-size 1M rbd/n" \
-		"rc=$(timeout 120 rbd -c $NCONF create --size ${MB}M --object-size 1M rbd/n > /dev/null 2>&1; echo $?)"
+		"$(cat $NCEPH/create.rc 2>/dev/null || echo rc=-) mon=$(alive $NMON) osd=$(alive $NOSD)"
+	grep -q '^rc=0 ' $NCEPH/create.rc 2>/dev/null ||
+		{ tail -25 $NCEPH/create.out $NCEPH/mon.out $NCEPH/osd.out | sed 's/^/XBDXEN-N-CEPH /'; return 1; }
 	n_attach N-attach-rbd "rbd:rbd/n:conf=$NCONF" || return 1
 	u rbd.storage "xenstore-read xbd-storage" \
 		"$(xenstore-read /local/domain/0/backend/vbd/$DOMID/$UDEV/xbd-storage 2>/dev/null || echo -)"
 	u_cmd rbd 900 io
 	u_detach N-detach-rbd
+	# the image's data and its objects, the two CLIs side by side
 	rm -f /run/n-rbd.raw
-	rc=$(timeout 120 rbd -c $NCONF export rbd/n /run/n-rbd.raw > /dev/null 2>&1; echo $?)
+	timeout 120 rbd -c $NCONF export rbd/n /run/n-rbd.raw > /dev/null 2>&1 &
+	rc=$!
+	objs=$(timeout 120 rados -c $NCONF -p rbd ls 2>/dev/null | grep '^rbd_data\.')
+	wait $rc
+	rc=$?
 	u rbd.export "rbd export rbd/n; md5sum" \
 		"rc=$rc md5=$(md5sum < /run/n-rbd.raw | cut -d' ' -f1) bytes=$(stat -c %s /run/n-rbd.raw)"
 	rm -f /run/n-rbd.raw
-	objs=$(timeout 120 rados -c $NCONF -p rbd ls 2>/dev/null | grep '^rbd_data\.')
 	u rbd.objects "rados -p rbd ls" \
 		"data=$(echo "$objs" | grep -c .) mib1=$(echo "$objs" | grep -c '\.0000000000000001$')"
 	u rbd.mem "VmRSS, MemAvailable (KiB)" \
