@@ -12,7 +12,8 @@
  * profile).  Here the CPU count is read once, and /proc/loadavg is opened
  * once and handed out as a duplicate (the queue reads it with pread at
  * offset 0 and closes it as before: the same file, the same answers).
- * Every other open and sysconf goes to the real call.
+ * Every other open and sysconf goes to the real call; a file an open
+ * creates is reported to the harness if it defines fuzz_created (weak).
  */
 #include <fcntl.h>
 #include <stdarg.h>
@@ -21,6 +22,7 @@
 #include <unistd.h>
 
 long __real_sysconf(int name);
+void fuzz_created(const char *path) __attribute__((weak));
 int __real_open(const char *path, int flags, ...);
 
 long __wrap_sysconf(int name)
@@ -60,5 +62,11 @@ int __wrap_open(const char *path, int flags, ...)
 			loadavg = __real_open(path, flags);
 		return loadavg < 0 ? -1 : fcntl(loadavg, F_DUPFD_CLOEXEC, 0);
 	}
-	return __real_open(path, flags, mode);
+	if (!(flags & O_CREAT) || !fuzz_created)
+		return __real_open(path, flags, mode);
+	int fd = __real_open(path, flags, mode);
+
+	if (fd >= 0)
+		fuzz_created(path);
+	return fd;
 }
