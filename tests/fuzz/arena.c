@@ -20,10 +20,7 @@
  * when it is mapped; a calloc unpoisons what it hands out and a free
  * poisons that again (the rest never stopped being poisoned).  Poisoning
  * the rest of a 4 MiB block at every calloc and all of it at every free
- * wrote a MiB of shadow per table.  Unpoisoning goes in pieces of 256
- * KiB: ASan gives the shadow pages of a larger range back to the kernel
- * (its clear_shadow_mmap_threshold), and they fault in again at the next
- * poisoning.
+ * wrote a MiB of shadow per table.
  */
 #include <stdbool.h>
 #include <stdint.h>
@@ -36,7 +33,6 @@
 #define ARENA_BLOCK (4u << 20)
 #define ARENA_MIN (32u << 10)
 #define ARENA_BLOCKS 8
-#define ARENA_PIECE (256u << 10)
 
 static uint8_t *block[ARENA_BLOCKS];
 static size_t open_len[ARENA_BLOCKS];   /* unpoisoned, from the start */
@@ -64,9 +60,7 @@ void *__wrap_calloc(size_t n, size_t size)
 		ASAN_POISON_MEMORY_REGION(block[i], ARENA_BLOCK);
 	}
 	busy[i] = true;
-	for (size_t off = 0; off < len; off += ARENA_PIECE)
-		ASAN_UNPOISON_MEMORY_REGION(block[i] + off,
-					    len - off < ARENA_PIECE ? len - off : ARENA_PIECE);
+	ASAN_UNPOISON_MEMORY_REGION(block[i], len);
 	open_len[i] = len;
 	memset(block[i], 0, len);
 	return block[i];
