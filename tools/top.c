@@ -759,22 +759,51 @@ static int out_failed(void)
 	return 1;
 }
 
+/* Sleep ms, watching stdout: 1 as soon as its reader went away (a pipe
+ * whose read end closed reports POLLERR, a hung-up socket or terminal
+ * POLLHUP), -1 with errno when stdout is no file, else 0 (the time is
+ * up, or a signal asked to stop).  A batch with no vbd writes nothing
+ * after its header, so no write would ever fail with EPIPE; a regular
+ * file or /dev/null reports nothing and the poll is a plain sleep. */
+static int sleep_watching_stdout(int ms)
+{
+	double end = mono_ns() + ms * 1e6;
+	struct pollfd p = { STDOUT_FILENO, 0, 0 };
+
+	while (!stop_flag) {
+		double left = (end - mono_ns()) / 1e6;
+
+		if (left <= 0)
+			return 0;
+		if (poll(&p, 1, (int)left + 1) <= 0)
+			continue;                 /* time up (left <= 0 next) or EINTR */
+		if (p.revents & POLLNVAL) {
+			errno = EBADF;
+			return -1;
+		}
+		return 1;
+	}
+	return 0;
+}
+
 static int run_batch(struct top *t)
 {
 	char buf[1024];
+	int gone;
 
 	if (!t->json) {
 		header(buf, sizeof(buf));
 		printf("%s\n", buf);
+		if (fflush(stdout) == EOF)
+			return out_failed();
 	}
 	sample_all(t);
 	for (long long i = 0; !stop_flag && (!t->iterations || i < t->iterations); i++) {
-		struct timespec ts = { t->delay_ms / 1000, (t->delay_ms % 1000) * 1000000L };
-
-		while (nanosleep(&ts, &ts) && errno == EINTR && !stop_flag)
-			;
-		if (stop_flag)
-			break;
+		gone = sleep_watching_stdout(t->delay_ms);
+		if (gone < 0)
+			return out_failed();
+		if (gone || stop_flag)
+			break;                    /* a reader gone: status 0, as EPIPE */
 		sample_all(t);
 		compute(t);
 		sort_rows(t);
