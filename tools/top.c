@@ -430,8 +430,11 @@ static int cmp_rows(const void *pa, const void *pb)
 
 static void sort_rows(struct top *t)
 {
-	struct row *copy = malloc(t->n * sizeof(*copy) + 1);
+	struct row *copy;
 
+	if (t->n < 2)
+		return;         /* no vbd: t->rows may be NULL, not for memcpy */
+	copy = malloc(t->n * sizeof(*copy));
 	if (!copy)
 		return;
 	/* vbd_of() looks in a stable copy while qsort moves the rows */

@@ -342,9 +342,26 @@ def test_closed_pipe_ends_quietly(guest, vbds):
                 p.kill()
                 p.wait()
     lines = out.splitlines()
-    assert len(lines) == want and lines[0].startswith("GUEST"), out
+    assert len(lines) == want and lines[0].startswith("GUEST"), (out, err)
     assert top_p.returncode == 0, (top_p.returncode, err)
     assert err == "", err
+
+
+def test_batch_and_json_with_no_vbd(guest):
+    """A backend with its tree and no vbd: the batch is its header alone,
+    the JSON an empty list per interval, status 0 and nothing on stderr
+    (it sorted no rows: an empty table is not handed to memcpy, which
+    UBSan reported as a null argument)."""
+    guest.backend.stop()
+    guest.start_backend("blkback-sys", sysfs=os.path.join(guest.rundir, "sys"))
+    r = top(guest, "--batch", "-n", "2", "-d", "0.1")
+    assert r.returncode == 0 and r.stderr == "", (r.returncode, r.stderr)
+    assert r.stdout.splitlines() == [r.stdout.splitlines()[0]], r.stdout
+    assert r.stdout.startswith("GUEST"), r.stdout
+    r = top(guest, "--json", "--queues", "-n", "2", "-d", "0.1")
+    assert r.returncode == 0 and r.stderr == "", (r.returncode, r.stderr)
+    docs = [json.loads(x) for x in r.stdout.splitlines()]
+    assert len(docs) == 2 and all(d["vbds"] == [] for d in docs), docs
 
 
 def test_not_a_terminal(guest):
