@@ -25,7 +25,8 @@ import time
 import pytest
 
 from conftest import binary, sanitizer_env
-from guest_fixtures import guest, mounted_under, wait_until  # noqa: F401
+from guest_fixtures import (guest, kill_if_running, mounted_under,  # noqa: F401
+                            wait_until)
 from test_fio_engine import ENGINE, engine_env
 
 MiB = 1 << 20
@@ -209,9 +210,7 @@ def test_polls_shown_as_in_the_tree(guest):
         after = tree_polls(sysfs)
         assert fio.poll() is None, "fio ended while thinking"
     finally:
-        if fio.poll() is None:
-            fio.kill()
-            fio.wait()
+        kill_if_running(fio)
     assert before == after, (before, after)
     assert len(before) == 3 and before["vbd"][0] > 0, before   # vbd, 2 queues
     assert text.returncode == 0 and js.returncode == 0, text.stderr + js.stderr
