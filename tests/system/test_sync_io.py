@@ -1,0 +1,158 @@
+# SPDX-License-Identifier: MIT
+"""The raw driver's synchronous data path (the sync_io tunable,
+Documentation/backend.md "Files in memory"): a file on tmpfs is read and
+written with preadv/pwritev on the queue thread, not through io_uring
+(which hands every such request to an io-wq worker).
+
+- the tree: module parameter auto by default, Y/N/auto accepted, anything
+  else refused; each vbd's sync_io file says what its storage got (Y for
+  a /dev/shm file under auto, N for a file on another file system, N for
+  a /dev/shm file opened after sync_io=N, Y for that file after Y);
+- fio's crc32c verify through the engine on a /dev/shm disk at depth 1
+  and 64, with writes, flushes and discards, in both modes; the
+  discarded range reads back as zeros and is a hole in the file; the
+  vbd's counters say exactly what fio did;
+- with sync_io the backend starts no io-wq worker thread (iou-wrk-*),
+  without it the same job does (so the check can fail)."""
+import errno
+import os
+import tempfile
+
+import pytest
+
+from guest_fixtures import guest, fio_ok  # noqa: F401
+from test_fio_engine import xfio
+from tree_files import cat, echo
+
+MiB = 1 << 20
+PARAM = "module/xen_blkback/parameters/sync_io"
+SHM = "/dev/shm"
+
+
+def _fs_type(path):
+    best, fstype = "", None
+    with open("/proc/self/mounts") as f:
+        for line in f:
+            mnt, typ = line.split()[1], line.split()[2]
+            if (path == mnt or path.startswith(mnt.rstrip("/") + "/")) and \
+                    len(mnt) >= len(best):
+                best, fstype = mnt, typ
+    return fstype
+
+
+@pytest.fixture
+def shm_disk():
+    """A 64 MiB sparse file on /dev/shm (tmpfs), removed afterwards."""
+    if not os.path.isdir(SHM) or _fs_type(SHM) != "tmpfs":
+        pytest.skip(f"{SHM} is not a tmpfs mount on this machine")
+    fd, path = tempfile.mkstemp(prefix="xbd-sync-io-", suffix=".img", dir=SHM)
+    try:
+        os.ftruncate(fd, 64 * MiB)
+        os.close(fd)
+        yield path
+    finally:
+        os.unlink(path)
+
+
+def with_tree(g, *extra):
+    g.backend.stop()
+    sysfs = os.path.join(g.rundir, "sys")
+    g.start_backend(name="blkback-tree", sysfs=sysfs, extra=extra)
+    return sysfs
+
+
+def vbd_dir(g, vdev="xvdb"):
+    num = {"xvdb": 51728, "xvdc": 51744}[vdev]
+    return f"bus/xen-backend/devices/vbd-{g.domid}-{num}"
+
+
+def counters(g, vdev="xvdb"):
+    return {k: int(cat(g, f"{vbd_dir(g, vdev)}/statistics/{k}"))
+            for k in ("rd_req", "wr_req", "f_req", "ds_req", "rd_sect",
+                      "wr_sect", "errors")}
+
+
+def io_workers(pid):
+    """The io-wq worker threads (comm iou-wrk-*) of process pid now."""
+    n = 0
+    for t in os.listdir(f"/proc/{pid}/task"):
+        try:
+            with open(f"/proc/{pid}/task/{t}/comm") as f:
+                n += f.read().startswith("iou-wrk")
+        except OSError:
+            pass              # the thread exited meanwhile
+    return n
+
+
+def test_tree_shows_the_mode(guest, shm_disk):
+    with_tree(guest)
+    assert cat(guest, PARAM) == "auto\n"
+    for bad in ("maybe", "2", "autox", " auto"):
+        assert echo(guest, PARAM, bad) == errno.EINVAL, bad
+        assert cat(guest, PARAM) == "auto\n", bad
+    # auto: the tmpfs file gets it, a file on the run directory's file
+    # system (not tmpfs here, else the second half says nothing) not
+    guest.attach(shm_disk, "xvdb")
+    assert cat(guest, f"{vbd_dir(guest)}/sync_io") == "Y\n"
+    other = guest.disk()
+    if _fs_type(other) in ("tmpfs", "ramfs", "hugetlbfs"):
+        pytest.skip(f"the run directory {guest.rundir} is in memory too")
+    guest.attach(other, "xvdc")
+    assert cat(guest, f"{vbd_dir(guest, 'xvdc')}/sync_io") == "N\n"
+    assert echo(guest, f"{vbd_dir(guest)}/sync_io", "N") == errno.EACCES
+    guest.detach("xvdc")
+    # N and Y apply to storage opened from then on
+    assert echo(guest, PARAM, "N\n") == 0 and cat(guest, PARAM) == "N\n"
+    assert cat(guest, f"{vbd_dir(guest)}/sync_io") == "Y\n"   # kept
+    guest.detach("xvdb")
+    guest.attach(shm_disk, "xvdb")
+    assert cat(guest, f"{vbd_dir(guest)}/sync_io") == "N\n"
+    guest.detach("xvdb")
+    assert echo(guest, PARAM, "y") == 0 and cat(guest, PARAM) == "Y\n"
+    guest.attach(other, "xvdc")
+    assert cat(guest, f"{vbd_dir(guest, 'xvdc')}/sync_io") == "Y\n"
+    assert echo(guest, PARAM, "auto") == 0 and cat(guest, PARAM) == "auto\n"
+
+
+@pytest.mark.parametrize("sync", ["Y", "N"])
+@pytest.mark.parametrize("depth", [1, 64])
+def test_verify_flush_discard_on_tmpfs(guest, shm_disk, sync, depth):
+    with_tree(guest, f"--sync_io={sync}")
+    guest.attach(shm_disk)
+    assert cat(guest, f"{vbd_dir(guest)}/sync_io") == f"{sync}\n"
+    before = counters(guest)
+    # 8 MiB of 4k random writes with a flush every 16, all read back
+    out = fio_ok(xfio(guest, "--rw=randwrite", "--bs=4k", f"--iodepth={depth}",
+                      "--size=8M", "--fsync=16", "--verify=crc32c",
+                      "--do_verify=1", "--verify_fatal=1"))
+    assert out[0]["write_kb"] == 8192 and out[0]["read_kb"] == 8192, out
+    # then discard the first 2 MiB in 64k pieces
+    trim = fio_ok(xfio(guest, "--rw=trim", "--bs=64k", f"--iodepth={depth}",
+                       "--size=2M"))
+    assert trim[0]["error"] == 0
+    # the workers: none with sync_io, some without (while they idle,
+    # 5 s after their last request)
+    workers = io_workers(guest.backend.pid)
+    if sync == "Y":
+        assert workers == 0, workers
+    elif workers == 0:
+        pytest.skip("this kernel reads tmpfs through io_uring without io-wq "
+                    "workers: the worker check cannot fail here")
+    after = counters(guest)
+    d = {k: after[k] - before[k] for k in after}
+    # what fio did, exactly: 2048 writes and 2048 verify reads of 8
+    # sectors, 2048 / 16 flushes, 32 discards; nothing failed
+    assert d["wr_req"] == 2048 and d["wr_sect"] == 2048 * 8, d
+    assert d["rd_req"] == 2048 and d["rd_sect"] == 2048 * 8, d
+    assert d["f_req"] == 2048 // 16, d
+    assert d["ds_req"] == 32, d
+    assert d["errors"] == 0, d
+    # the discarded range is a hole of zeros, the rest is fio's data
+    with open(shm_disk, "rb") as f:
+        assert f.read(2 * MiB) == bytes(2 * MiB)
+        assert any(f.read(6 * MiB))
+    fd = os.open(shm_disk, os.O_RDONLY)
+    try:
+        assert os.lseek(fd, 0, os.SEEK_HOLE) == 0
+    finally:
+        os.close(fd)
