@@ -6,6 +6,7 @@
  * control plane (xenbus.c) and the tree (sysfs.c) see only this header and
  * never which driver serves a vbd.  One file per driver:
  *   raw.c    a regular file or a block device, through the queue's io_uring
+ *            (a file in memory: system calls on the queue thread, sync_io)
  *   nbd.c    an NBD export, through libnbd's asynchronous API
  *   qcow2.c  a qcow2 image: a qemu-storage-daemon child exports it over NBD
  *            on a private Unix socket, served by the nbd driver

@@ -12,15 +12,17 @@ written with preadv/pwritev on the queue thread, not through io_uring
   and 64, with writes, flushes and discards, in both modes; the
   discarded range reads back as zeros and is a hole in the file; the
   vbd's counters say exactly what fio did;
-- with sync_io the backend starts no io-wq worker thread (iou-wrk-*),
-  without it the same job does (so the check can fail)."""
+- with sync_io the backend has no io-wq worker thread (iou-wrk-*) at the
+  end of the job, without it the same job has some (so the check can
+  fail)."""
 import errno
+import json
 import os
 import tempfile
 
 import pytest
 
-from guest_fixtures import guest, fio_ok  # noqa: F401
+from guest_fixtures import guest  # noqa: F401
 from test_fio_engine import xfio
 from tree_files import cat, echo
 
@@ -72,18 +74,6 @@ def counters(g, vdev="xvdb"):
                       "wr_sect", "errors")}
 
 
-def io_workers(pid):
-    """The io-wq worker threads (comm iou-wrk-*) of process pid now."""
-    n = 0
-    for t in os.listdir(f"/proc/{pid}/task"):
-        try:
-            with open(f"/proc/{pid}/task/{t}/comm") as f:
-                n += f.read().startswith("iou-wrk")
-        except OSError:
-            pass              # the thread exited meanwhile
-    return n
-
-
 def test_tree_shows_the_mode(guest, shm_disk):
     with_tree(guest)
     assert cat(guest, PARAM) == "auto\n"
@@ -122,16 +112,24 @@ def fio_counting(g, *args):
     snap = os.path.join(g.rundir, "counters")
     script = os.path.join(g.rundir, "snap.sh")
     stats = os.path.join(g.rundir, "sys", vbd_dir(g), "statistics")
+    # and the backend's io-wq worker threads (comm iou-wrk-*): they are
+    # the queue threads' and end with them when the disk closes
     with open(script, "w") as f:
-        f.write(f"cd {stats} && for n in *; do echo \"$n $(cat $n)\"; done"
-                f" > {snap}.tmp && mv {snap}.tmp {snap}\n")
+        f.write(f"cd {stats} && {{ for n in *; do echo \"$n $(cat $n)\"; done;"
+                f" echo \"iou_wrk $(cat /proc/{g.backend.pid}/task/*/comm"
+                f" | grep -c ^iou-wrk)\"; }} > {snap}.tmp && mv {snap}.tmp {snap}\n")
     if os.path.exists(snap):
         os.unlink(snap)
-    out = fio_ok(xfio(g, *args, f"--exec_postrun=sh {script}"))
+    r = xfio(g, *args, f"--exec_postrun=sh {script}", "--output-format=json")
+    assert r.returncode == 0, (r.stdout, r.stderr)
+    assert "Sanitizer" not in r.stderr, r.stderr
+    job = json.loads(r.stdout[r.stdout.index("{"):])["jobs"][0]
+    assert job["error"] == 0, job
     with open(snap) as f:
         c = dict(line.split(" ", 1) for line in f.read().splitlines())
     return {k: int(c[k]) for k in ("rd_req", "wr_req", "f_req", "ds_req",
-                                   "rd_sect", "wr_sect", "errors")}, out[0]
+                                   "rd_sect", "wr_sect", "errors",
+                                   "iou_wrk")}, job
 
 
 @pytest.mark.parametrize("sync", ["Y", "N"])
@@ -144,19 +142,23 @@ def test_verify_flush_discard_on_tmpfs(guest, shm_disk, sync, depth):
     c, out = fio_counting(guest, "--rw=randwrite", "--bs=4k",
                           f"--iodepth={depth}", "--size=8M", "--fsync=16",
                           "--verify=crc32c", "--do_verify=1", "--verify_fatal=1")
-    assert out["write_kb"] == 8192 and out["read_kb"] == 8192, out
+    assert out["write"]["io_kbytes"] == 8192, out["write"]
+    assert out["read"]["io_kbytes"] == 8192, out["read"]
     # what fio did, exactly: 2048 writes and 2048 verify reads of 8
-    # sectors, a flush after every 16th write but the last (fio's
-    # fsync=16 issues none once the writes are over); nothing failed
+    # sectors, and as many flushes as fio says it issued (fsync=16: one
+    # after each 16th write, but more at depth 64, where fio issues one
+    # whenever it finds the 16th write's count when it queues); nothing
+    # failed
+    assert out["sync"]["total_ios"] > 0, out["sync"]
     assert c == dict(wr_req=2048, wr_sect=2048 * 8, rd_req=2048,
-                     rd_sect=2048 * 8, f_req=2048 // 16 - 1, ds_req=0,
+                     rd_sect=2048 * 8, f_req=out["sync"]["total_ios"], ds_req=0,
                      errors=0), c
-    # the workers: none with sync_io, some without (they idle 5 s after
-    # their last request before they exit)
-    workers = io_workers(guest.backend.pid)
+    workers = c.pop("iou_wrk")
     # then the first 2 MiB discarded in 64k pieces
     c, out = fio_counting(guest, "--rw=trim", "--bs=64k", f"--iodepth={depth}",
                           "--size=2M")
+    assert out["trim"]["io_kbytes"] == 2048, out["trim"]
+    c.pop("iou_wrk")
     assert c == dict(wr_req=0, wr_sect=0, rd_req=0, rd_sect=0, f_req=0,
                      ds_req=32, errors=0), c
     # the discarded range is a hole of zeros, the rest is fio's data
@@ -168,6 +170,8 @@ def test_verify_flush_discard_on_tmpfs(guest, shm_disk, sync, depth):
         assert os.lseek(fd, 0, os.SEEK_HOLE) == 0
     finally:
         os.close(fd)
+    # the workers while the disk was open, after the verify: none with
+    # sync_io, some without
     if sync == "Y":
         assert workers == 0, workers
     elif workers == 0:
