@@ -150,10 +150,10 @@ def test_verify_flush_discard_on_tmpfs(guest, shm_disk, sync, depth):
     # whenever it finds the 16th write's count when it queues); nothing
     # failed
     assert out["sync"]["total_ios"] > 0, out["sync"]
+    workers = c.pop("iou_wrk")
     assert c == dict(wr_req=2048, wr_sect=2048 * 8, rd_req=2048,
                      rd_sect=2048 * 8, f_req=out["sync"]["total_ios"], ds_req=0,
                      errors=0), c
-    workers = c.pop("iou_wrk")
     # then the first 2 MiB discarded in 64k pieces
     c, out = fio_counting(guest, "--rw=trim", "--bs=64k", f"--iodepth={depth}",
                           "--size=2M")
