@@ -162,3 +162,12 @@ def fio_ok(r):
 
 def stop_signal(d, sig=signal.SIGTERM):
     return d.stop(sig)
+
+
+def kill_if_running(p):
+    """SIGKILL and reap a background process (fio) unless it has ended:
+    the `finally` of a test that started it, so that a failed assertion
+    leaves nothing running."""
+    if p.poll() is None:
+        p.kill()
+        p.wait()
