@@ -21,7 +21,7 @@ import time
 import pytest
 
 from conftest import binary
-from guest_fixtures import guest, fio_ok, kill_if_running, wait_until  # noqa: F401
+from guest_fixtures import guest, descendants, fio_ok, kill_if_running, wait_until  # noqa: F401
 from test_fio_engine import xfio, ENGINE, engine_env
 from tree_files import cat, echo
 
@@ -254,3 +254,24 @@ def test_command_line_refuses_out_of_range(guest):
                        capture_output=True, text=True, timeout=30, env=guest.env)
     assert r.returncode != 0
     assert "--poll_duration_us=1001: not a number in 0..1000" in r.stderr, r.stderr
+
+
+def test_killed_fio_leaves_no_job_behind(guest):
+    """fio forks a process per job: the finally of these tests must take
+    the jobs too (a fresh root once found two of them still reading at the
+    end of make check)."""
+    sysfs = with_tree(guest)
+    guest.attach(guest.disk(size=32 * MiB))
+    fio = reading_fio(guest, sysfs, "orphan")
+    jobs = descendants(fio.pid)
+    assert jobs, "fio without --thread has a job process"
+    kill_if_running(fio)
+
+    def gone(pid):
+        try:
+            with open(f"/proc/{pid}/stat") as f:
+                return f.read().rsplit(")", 1)[1].split()[0] == "Z"
+        except OSError:
+            return True
+    wait_until(lambda: all(gone(j) for j in jobs), timeout=10,
+               what="fio's job processes gone")
