@@ -672,6 +672,7 @@ static int open_storage(struct backend_dev *d, const char *params)
 	struct storage_opts o = {
 		.read_only = d->read_only,
 		.outage_ms = tun_get(TUN_STORAGE_OUTAGE_MS),
+		.sync_io = (uint8_t)tun_get(TUN_SYNC_IO),
 		.rundir = be_rundir(d),
 	};
 	char driver[STORAGE_DRIVER_MAX];
