@@ -32,7 +32,27 @@
 PREFIX  ?= /usr/local
 DESTDIR ?=
 O       ?= build
-SAN     ?= 0
+
+# The build tree records the SAN it was made with in $(O)/.san
+# (mk/rules.mk writes it before the first object).  A make in it without
+# SAN= uses the recorded value, so `make install O=build-asan` never
+# recompiles a stale object without the sanitizers and links it among
+# sanitized ones; a SAN= that differs from the record is refused (make
+# clean, or another O=).  A tree built before the record is read from its
+# library: ThreadSanitizer's or AddressSanitizer's symbols, else 0.
+RECORDED_SAN := $(strip $(shell cat $(O)/.san 2>/dev/null || \
+	{ f=$(O)/lib/libxbd.a; [ ! -f $$f ] || \
+	  { grep -qa __tsan_ $$f && echo thread; } || \
+	  { grep -qa __asan_ $$f && echo 1; } || echo 0; }))
+ifeq ($(origin SAN),undefined)
+SAN := $(or $(RECORDED_SAN),0)
+else ifneq ($(RECORDED_SAN),)
+ifneq ($(SAN),$(RECORDED_SAN))
+ifneq ($(filter-out clean,$(or $(MAKECMDGOALS),all)),)
+$(error $(O) was built with SAN=$(RECORDED_SAN), not SAN=$(SAN): make clean, or another O=)
+endif
+endif
+endif
 
 include mk/rules.mk
 

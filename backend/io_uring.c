@@ -795,6 +795,10 @@ static int take_requests(struct be_io *io, bool may_spin)
 	int rc;
 
 	while ((rc = consume(io)) == RING_DRAINED) {
+		/* What was answered while taking (a synchronous driver,
+		 * a rejection) is announced before the loop spins or
+		 * sleeps: no CQE may come to wake it for them. */
+		push(io);
 		if (may_spin && poll_spin(io)) {
 			if (io_uring_cq_ready(&io->uring))
 				return 0;        /* completions: reap them now */
@@ -968,6 +972,8 @@ static int idle_timeout_ms(const struct be_io *io)
 int be_io_run_once(struct be_io *io, int timeout_ms)
 {
 	int crc = take_requests(io, timeout_ms != 0), rc;
+
+	push(io);      /* as take_requests: before the wait, not after it */
 
 	/* held by the limiter (not by the memory budget): wake to retry */
 	if (io->waiting && io->limit_wait.charged && be_limit_active(io->cfg.limit))

@@ -131,7 +131,8 @@ static void bad_option(int c, const char *arg)
 			t->name, arg, (unsigned long long)t->min,
 			(unsigned long long)t->max);
 	else if (t)
-		fprintf(stderr, "xbd-blkback: --%s=%s: not Y or N\n", t->name, arg);
+		fprintf(stderr, "xbd-blkback: --%s=%s: not %s\n", t->name, arg,
+			t->type == TUN_AUTO ? "Y, N or auto" : "Y or N");
 	else
 		fprintf(stderr, "xbd-blkback: bad option or value%s%s\n",
 			arg ? ": " : "", arg ? arg : "");

@@ -53,7 +53,7 @@ static const enum dir_id fixed_parent[] = {
 };
 
 static const char *const attr_names[] = { "mode", "physical_device", "state", "nodename",
-					   "storage", "sectors", "poll_duration_us" };
+					   "storage", "sectors", "poll_duration_us", "sync_io" };
 enum { ATTR_POLL = 6 };          /* the one writable attribute */
 enum { NR_ATTRS = sizeof(attr_names) / sizeof(attr_names[0]) };
 
@@ -256,6 +256,9 @@ static int render_attr(const struct node *n, char *buf, size_t len)
 	case 5:     /* xbd: what the frontend is told (online resize) */
 		return snprintf(buf, len, "%" PRIu64 "\n",
 				storage_is_open(&d->st) ? storage_size(&d->st) >> 9 : 0);
+	case 7:     /* xbd: the raw data path on the queue thread (raw.c) */
+		return snprintf(buf, len, "%c\n",
+				storage_is_open(&d->st) && d->st.sync_io ? 'Y' : 'N');
 	default:
 		return snprintf(buf, len, "%s\n", d->be_path);
 	}

@@ -100,6 +100,12 @@ static const struct tunable table[TUN_COUNT] = {
 		"Longest time a queue thread spins on its ring and its completions "
 		"after the ring went empty, before it sleeps on the event channel; "
 		"adaptive below it, never on an idle queue; 0: never (xbd only)" },
+	[TUN_SYNC_IO] = {
+		"sync_io", TUN_AUTO, TUN_AUTO_VAL, 0, TUN_AUTO_VAL, 0644,
+		"Raw files and block devices opened from now on are read and written "
+		"with preadv/pwritev on their queue thread instead of through its "
+		"io_uring; auto: only files in memory (tmpfs, ramfs, hugetlbfs) "
+		"(xbd only)" },
 	/* I/O limits of new vbds (limit.h); the toolstack's nodes win */
 	LIMIT_DEFAULT(READ_IOPS, "read_iops",
 		      "Read requests per second a new vbd may do; 0: no limit"),
@@ -198,7 +204,13 @@ int tun_set(enum tun_id id, const char *value, bool at_runtime)
 		return -EINVAL;
 	if (at_runtime && !(t->mode & 0200))
 		return -EPERM;
-	rc = t->type == TUN_BOOL ? parse_bool(value, &v) : parse_uint(value, t, &v);
+	if (t->type == TUN_AUTO && !strncmp(value, "auto", 4) &&
+	    (!value[4] || !strcmp(value + 4, "\n"))) {
+		v = TUN_AUTO_VAL;
+		rc = 0;
+	} else {
+		rc = t->type == TUN_UINT ? parse_uint(value, t, &v) : parse_bool(value, &v);
+	}
 	if (rc)
 		return rc;
 	__atomic_store_n(&values[id], v, __ATOMIC_RELAXED);
@@ -225,7 +237,9 @@ int tun_format(enum tun_id id, char *buf, size_t len)
 {
 	uint64_t v = tun_get(id);
 
-	if (table[id].type == TUN_BOOL)
+	if (table[id].type == TUN_AUTO && v == TUN_AUTO_VAL)
+		return snprintf(buf, len, "auto\n");
+	if (table[id].type != TUN_UINT)
 		return snprintf(buf, len, "%c\n", v ? 'Y' : 'N');
 	return snprintf(buf, len, "%llu\n", (unsigned long long)v);
 }

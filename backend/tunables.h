@@ -36,6 +36,7 @@ enum tun_id {
 	TUN_STORAGE_OUTAGE_MS,
 	TUN_SIZE_CHECK_MS,
 	TUN_POLL_DURATION_US,
+	TUN_SYNC_IO,
 	/* a new vbd's I/O limits (limit.h), in be_limit_key order */
 	TUN_DEFAULT_READ_IOPS, TUN_DEFAULT_WRITE_IOPS,
 	TUN_DEFAULT_READ_BPS, TUN_DEFAULT_WRITE_BPS,
@@ -44,7 +45,10 @@ enum tun_id {
 	TUN_COUNT
 };
 
-enum tun_type { TUN_UINT, TUN_BOOL };
+/* TUN_AUTO: a boolean that may also be left to the backend: 0 (N),
+ * 1 (Y) or TUN_AUTO_VAL ("auto"). */
+enum tun_type { TUN_UINT, TUN_BOOL, TUN_AUTO };
+#define TUN_AUTO_VAL 2
 
 struct tunable {
 	const char *name;
@@ -67,7 +71,7 @@ uint64_t tun_get(enum tun_id id);
 
 /*
  * Parse and set.  Booleans take Y/N/y/n/1/0 like Linux module
- * parameters; numbers are decimal within [min, max].  at_runtime: refuse
+ * parameters (TUN_AUTO ones also "auto"); numbers are decimal within [min, max].  at_runtime: refuse
  * 0444 tunables with -EPERM (the command line may set them).  -EINVAL for
  * a bad value; the old value then stays.
  */
@@ -76,7 +80,7 @@ int tun_set(enum tun_id id, const char *value, bool at_runtime);
 /* "name=value" (a command-line option).  0, -ENOENT, -EINVAL. */
 int tun_set_arg(const char *arg);
 
-/* The value as the tree shows it: "%llu\n", or "Y\n"/"N\n".  Returns the
+/* The value as the tree shows it: "%llu\n", or "Y\n"/"N\n" (or "auto\n").  Returns the
  * length written (snprintf semantics). */
 int tun_format(enum tun_id id, char *buf, size_t len);
 

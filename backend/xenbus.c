@@ -103,6 +103,23 @@ static uint64_t mono_ns(void)
 	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
 }
 
+/* A helper thread (the reaper, the opener): *fd, an eventfd it writes
+ * once its work is over, then the thread running fn(arg), which may read
+ * *fd at once.  false, with nothing left open, when either cannot be had
+ * (the caller then does the work inline). */
+static bool helper_start(pthread_t *thread, int *fd, void *(*fn)(void *), void *arg)
+{
+	*fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+	if (*fd < 0)
+		return false;
+	if (pthread_create(thread, NULL, fn, arg)) {
+		close(*fd);
+		*fd = -1;
+		return false;
+	}
+	return true;
+}
+
 /* The reaper thread: it owns r->queues until it writes r->fd. */
 static void *reap_main(void *arg)
 {
@@ -134,10 +151,7 @@ static bool reap_start(struct backend_dev *d)
 	r->queues = d->queues;
 	r->nr = d->nr_queues;
 	r->deadline_ns = mono_ns() + BE_TEARDOWN_DEADLINE_MS * 1000000ull;
-	r->fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
-	if (r->fd < 0 || pthread_create(&r->thread, NULL, reap_main, r)) {
-		if (r->fd >= 0)
-			close(r->fd);
+	if (!helper_start(&r->thread, &r->fd, reap_main, r)) {
 		free(r);
 		return false;
 	}
@@ -618,10 +632,7 @@ static bool open_start(struct backend_dev *d, const char *params, enum xenbus_st
 		.rundir = be_rundir(d),
 	};
 	op->be = be;
-	op->fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
-	if (op->fd < 0 || pthread_create(&op->thread, NULL, open_main, op)) {
-		if (op->fd >= 0)
-			close(op->fd);
+	if (!helper_start(&op->thread, &op->fd, open_main, op)) {
 		free(op);
 		return false;
 	}
@@ -661,6 +672,7 @@ static int open_storage(struct backend_dev *d, const char *params)
 	struct storage_opts o = {
 		.read_only = d->read_only,
 		.outage_ms = tun_get(TUN_STORAGE_OUTAGE_MS),
+		.sync_io = (uint8_t)tun_get(TUN_SYNC_IO),
 		.rundir = be_rundir(d),
 	};
 	char driver[STORAGE_DRIVER_MAX];

@@ -48,7 +48,12 @@ LIBXBD := $(O)/lib/libxbd.a
 
 obj = $(patsubst %.c,$(O)/obj/%.o,$(1))
 
-$(O)/obj/%.o: %.c
+# The SAN this tree is built with (read back by the top Makefile).
+$(O)/.san:
+	@mkdir -p $(dir $@)
+	echo $(SAN) >$@
+
+$(O)/obj/%.o: %.c | $(O)/.san
 	@mkdir -p $(dir $@)
 	$(CC) $(CPPFLAGS) $(CFLAGS) -c -o $@ $<
 

@@ -40,10 +40,12 @@
 
 /* The counters read per vbd (statistics/) and per queue (queue-N/). */
 enum cnt { C_RD_REQ, C_WR_REQ, C_RD_SECT, C_WR_SECT, C_INFLIGHT, C_GRANTS,
-	   C_POOL_FREE, C_POOL_USED, C_SQUEEZES, C_ERRORS, NR_CNT };
+	   C_POOL_FREE, C_POOL_USED, C_SQUEEZES, C_ERRORS, C_POLLS, C_POLL_HITS,
+	   NR_CNT };
 static const char *const cnt_file[NR_CNT] = {
 	"rd_req", "wr_req", "rd_sect", "wr_sect", "inflight", "persistent_grants",
-	"pool_pages_free", "pool_pages_in_use", "squeezes", "errors",
+	"pool_pages_free", "pool_pages_in_use", "squeezes", "errors", "polls",
+	"poll_hits",
 };
 
 struct sample {
@@ -66,10 +68,11 @@ struct row {
 /* Sort columns: text ones ascending, numbers descending (biggest first). */
 enum key { K_VBD, K_GUEST, K_VDEV, K_IOPS, K_RD_IOPS, K_WR_IOPS, K_MBS,
 	   K_RD_MBS, K_WR_MBS, K_P50, K_P99, K_INFLIGHT, K_GRANTS, K_POOL,
-	   K_SQUEEZES, K_ERRORS, NR_KEYS };
+	   K_SQUEEZES, K_ERRORS, K_POLLS, K_POLL_HITS, NR_KEYS };
 static const char *const key_name[NR_KEYS] = {
 	"vbd", "guest", "vdev", "iops", "rd_iops", "wr_iops", "mbs", "rd_mbs",
 	"wr_mbs", "p50", "p99", "inflight", "grants", "pool", "squeezes", "errors",
+	"polls", "poll_hits",
 };
 
 struct top {
@@ -141,7 +144,7 @@ static void parse_latency(const char *s, uint64_t *lat)
 	}
 }
 
-/* A counter a backend of an older ABI lacks (errors) reads as 0. */
+/* A counter a backend of an older ABI lacks (errors, polls) reads as 0. */
 static void read_sample(const char *dir, struct sample *s)
 {
 	char buf[1024];
@@ -364,6 +367,8 @@ static double num_of(const struct row *r, enum key k)
 	case K_POOL: return (double)(r->cur.c[C_POOL_FREE] + r->cur.c[C_POOL_USED]);
 	case K_SQUEEZES: return (double)r->cur.c[C_SQUEEZES];
 	case K_ERRORS: return (double)r->cur.c[C_ERRORS];
+	case K_POLLS: return (double)r->cur.c[C_POLLS];
+	case K_POLL_HITS: return (double)r->cur.c[C_POLL_HITS];
 	default: return 0;
 	}
 }
@@ -425,8 +430,11 @@ static int cmp_rows(const void *pa, const void *pb)
 
 static void sort_rows(struct top *t)
 {
-	struct row *copy = malloc(t->n * sizeof(*copy) + 1);
+	struct row *copy;
 
+	if (t->n < 2)
+		return;         /* no vbd: t->rows may be NULL, not for memcpy */
+	copy = malloc(t->n * sizeof(*copy));
 	if (!copy)
 		return;
 	/* vbd_of() looks in a stable copy while qsort moves the rows */
@@ -442,13 +450,14 @@ static void sort_rows(struct top *t)
 /* ---- text ----------------------------------------------------------------- */
 
 static const char header_fmt[] =
-	"%-20s %5s %-8s %2s %-9s %8s %8s %8s %8s %7s %7s %5s %6s %6s %4s %4s %s";
+	"%-20s %5s %-8s %2s %-9s %8s %8s %8s %8s %7s %7s %5s %6s %6s %4s %4s %9s %9s %s";
 
 static int header(char *buf, size_t len)
 {
 	return snprintf(buf, len, header_fmt, "GUEST", "DOMID", "VDEV", "Q",
 			"STATE", "RD_IOPS", "WR_IOPS", "RD_MB/s", "WR_MB/s", "P50_us",
-			"P99_us", "INFL", "GRANTS", "POOL", "SQZ", "ERR", "STORAGE");
+			"P99_us", "INFL", "GRANTS", "POOL", "SQZ", "ERR", "POLLS", "HITS",
+			"STORAGE");
 }
 
 static void fmt_lat(char *buf, size_t len, double v)
@@ -482,12 +491,14 @@ static int line(const struct row *r, char *buf, size_t len)
 	}
 	return snprintf(buf, len,
 			 "%-20.20s %5u %-8s %2s %-9.9s %8s %8s %8s %8s %7s %7s %5" PRIu64
-			 " %6" PRIu64 " %6" PRIu64 " %4" PRIu64 " %4" PRIu64 " %s",
+			 " %6" PRIu64 " %6" PRIu64 " %4" PRIu64 " %4" PRIu64 " %9" PRIu64
+			 " %9" PRIu64 " %s",
 			 guest, r->domid, r->vdev, q, r->queue < 0 ? r->state : "",
 			 ri, wi, rm, wm, p50, p99, r->cur.c[C_INFLIGHT],
 			 r->cur.c[C_GRANTS],
 			 r->cur.c[C_POOL_FREE] + r->cur.c[C_POOL_USED],
 			 r->cur.c[C_SQUEEZES], r->cur.c[C_ERRORS],
+			 r->cur.c[C_POLLS], r->cur.c[C_POLL_HITS],
 			 r->queue < 0 && r->storage[0] ? r->storage : "-");
 }
 
@@ -544,10 +555,11 @@ static void json_row(const struct row *r)
 	json_num("lat_p99_us", r->p99, r->p99 >= 0);
 	printf(",\"inflight\":%" PRIu64 ",\"persistent_grants\":%" PRIu64
 	       ",\"pool_pages\":%" PRIu64 ",\"squeezes\":%" PRIu64
-	       ",\"errors\":%" PRIu64,
+	       ",\"errors\":%" PRIu64 ",\"polls\":%" PRIu64 ",\"poll_hits\":%" PRIu64,
 	       r->cur.c[C_INFLIGHT], r->cur.c[C_GRANTS],
 	       r->cur.c[C_POOL_FREE] + r->cur.c[C_POOL_USED],
-	       r->cur.c[C_SQUEEZES], r->cur.c[C_ERRORS]);
+	       r->cur.c[C_SQUEEZES], r->cur.c[C_ERRORS], r->cur.c[C_POLLS],
+	       r->cur.c[C_POLL_HITS]);
 }
 
 /* {"interval_s":..,"sort":..,"vbds":[{..,"queue_stats":[..]}]} */
@@ -759,22 +771,51 @@ static int out_failed(void)
 	return 1;
 }
 
+/* Sleep ms, watching stdout: 1 as soon as its reader went away (a pipe
+ * whose read end closed reports POLLERR, a hung-up socket or terminal
+ * POLLHUP), -1 with errno when stdout is no file, else 0 (the time is
+ * up, or a signal asked to stop).  A batch with no vbd writes nothing
+ * after its header, so no write would ever fail with EPIPE; a regular
+ * file or /dev/null reports nothing and the poll is a plain sleep. */
+static int sleep_watching_stdout(int ms)
+{
+	double end = mono_ns() + ms * 1e6;
+	struct pollfd p = { STDOUT_FILENO, 0, 0 };
+
+	while (!stop_flag) {
+		double left = (end - mono_ns()) / 1e6;
+
+		if (left <= 0)
+			return 0;
+		if (poll(&p, 1, (int)left + 1) <= 0)
+			continue;                 /* time up (left <= 0 next) or EINTR */
+		if (p.revents & POLLNVAL) {
+			errno = EBADF;
+			return -1;
+		}
+		return 1;
+	}
+	return 0;
+}
+
 static int run_batch(struct top *t)
 {
 	char buf[1024];
+	int gone;
 
 	if (!t->json) {
 		header(buf, sizeof(buf));
 		printf("%s\n", buf);
+		if (fflush(stdout) == EOF)
+			return out_failed();
 	}
 	sample_all(t);
 	for (long long i = 0; !stop_flag && (!t->iterations || i < t->iterations); i++) {
-		struct timespec ts = { t->delay_ms / 1000, (t->delay_ms % 1000) * 1000000L };
-
-		while (nanosleep(&ts, &ts) && errno == EINTR && !stop_flag)
-			;
-		if (stop_flag)
-			break;
+		gone = sleep_watching_stdout(t->delay_ms);
+		if (gone < 0)
+			return out_failed();
+		if (gone || stop_flag)
+			break;                    /* a reader gone: status 0, as EPIPE */
 		sample_all(t);
 		compute(t);
 		sort_rows(t);

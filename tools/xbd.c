@@ -76,8 +76,9 @@ static const struct command commands[] = {
 	  "  -d, --delay S      seconds between refreshes (default 1; 0.1 to 3600)\n"
 	  "  -s, --sort KEY     sort by KEY: vbd (default), guest, vdev, iops,\n"
 	  "                     rd_iops, wr_iops, mbs, rd_mbs, wr_mbs, p50, p99,\n"
-	  "                     inflight, grants, pool, squeezes, errors; text keys\n"
-	  "                     ascending, numbers biggest first\n"
+	  "                     inflight, grants, pool, squeezes, errors, polls,\n"
+	  "                     poll_hits; text keys ascending, numbers biggest\n"
+	  "                     first\n"
 	  "  -r, --reverse      reverse the sort order\n"
 	  "  -Q, --queues       a line per queue below each vbd\n"
 	  "      --sysfs DIR    the backend's tree (default RUNDIR/sys, as\n"
@@ -88,7 +89,8 @@ static const struct command commands[] = {
 	  "double and halve the interval, Q shows or hides the queues, q quits.\n"
 	  "Rates and the latency percentiles P50/P99 (microseconds, estimated\n"
 	  "within the backend's power-of-two histogram buckets) are over the last\n"
-	  "interval; INFL, GRANTS, POOL are current values, SQZ and ERR totals.\n" },
+	  "interval; INFL, GRANTS, POOL are current values; SQZ, ERR, and the\n"
+	  "backend's ring polls POLLS and those that found work HITS, totals.\n" },
 	{ "help", cmd_help, "[COMMAND]", "print this help, or a command's", NULL },
 };
 

@@ -14,6 +14,17 @@
  * the loop's; a flush with link set is linked (IOSQE_IO_LINK) to the data
  * that follows.  Only block-device discard is synchronous (as Linux issues
  * it from its ring thread).  The fd is shared by every queue of the vbd.
+ *
+ * Files in memory (tmpfs, ramfs, hugetlbfs; fstatfs's magic) are the
+ * exception (the sync_io tunable, default auto): io_uring cannot read them
+ * without blocking (shmem has no FMODE_NOWAIT), so it hands every read to
+ * an io-wq worker and the queue thread waits for a context switch there
+ * and back, which costs more than the copy.  Their data path is preadv,
+ * pwritev and fallocate on the queue thread, answered before raw_submit
+ * returns, like block-device discard; a flush is answered at once (their
+ * fsync is noop_fsync).  A page of such a file that is in swap stalls the
+ * queue (only it) while it is read back.  sync_io=1 does the same for any
+ * raw target, with the same bound: the queue waits for every request.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -23,7 +34,9 @@
 #include <sys/ioctl.h>
 #include <sys/stat.h>
 #include <sys/sysmacros.h>
+#include <sys/vfs.h>
 #include <linux/fs.h>
+#include <linux/magic.h>
 
 #include <stdlib.h>
 #include <liburing.h>
@@ -138,6 +151,19 @@ static void try_direct(struct storage *s, const char *path,
 	s->direct = true;
 }
 
+/* A file whose pages live in memory only: its reads never wait for a
+ * device, and io_uring cannot do them without blocking.  (A block
+ * device's fd reports the file system of its /dev node: not asked.) */
+static bool in_memory(int fd)
+{
+	struct statfs f;
+
+	if (fstatfs(fd, &f))
+		return false;
+	return f.f_type == TMPFS_MAGIC || f.f_type == RAMFS_MAGIC ||
+	       f.f_type == HUGETLBFS_MAGIC;
+}
+
 /* Online resize: a file's length or a block device's size now. */
 static int raw_get_size(const struct storage *s, uint64_t *bytes)
 {
@@ -188,7 +214,10 @@ static int raw_open(struct storage *s, const struct storage_opts *o)
 		rc = probe_file(s, o, &st);
 		if (!rc)
 			try_direct(s, path, o);
+		s->mem_fs = in_memory(s->fd);
 	}
+	s->sync_io = o->sync_io == STORAGE_SYNC_YES ||
+		     (o->sync_io == STORAGE_SYNC_AUTO && s->mem_fs);
 out:
 	if (rc)
 		raw_close(s);
@@ -240,6 +269,76 @@ static void raw_queue_close(struct storage_queue *q)
 	free(q);
 }
 
+/* preadv / pwritev of the whole request from the queue thread: again on
+ * what a short transfer left (a signal, a partial page), until all of it
+ * moved or the file ended (0 bytes: the answer is then short, as
+ * io_uring's would be).  The bytes moved, or -errno. */
+static int64_t sync_rw(int fd, bool write, const struct iovec *iov,
+		       unsigned int n, uint64_t off)
+{
+	uint64_t done = 0;
+	unsigned int i = 0;
+	size_t in = 0;        /* bytes of iov[i] already moved */
+
+	while (i < n) {
+		ssize_t k;
+
+		if (in) {         /* the rest of a segment, then the others */
+			char *b = (char *)iov[i].iov_base + in;
+			size_t l = iov[i].iov_len - in;
+
+			k = write ? pwrite(fd, b, l, (off_t)(off + done))
+				  : pread(fd, b, l, (off_t)(off + done));
+		} else {
+			k = write ? pwritev(fd, iov + i, (int)(n - i), (off_t)(off + done))
+				  : preadv(fd, iov + i, (int)(n - i), (off_t)(off + done));
+		}
+		if (k < 0 && errno == EINTR)
+			continue;
+		if (k < 0)
+			return -errno;
+		if (k == 0)
+			break;
+		done += (uint64_t)k;
+		for (size_t left = (size_t)k; left && i < n;) {
+			size_t rest = iov[i].iov_len - in;
+
+			if (left < rest) {
+				in += left;
+				left = 0;
+			} else {
+				left -= rest;
+				in = 0;
+				i++;
+			}
+		}
+	}
+	return (int64_t)done;
+}
+
+/* The sync_io data path: the request is done when this returns.  0, or
+ * -errno (-EIO for a transfer that came short, as a short CQE fails). */
+static int sync_submit(const struct storage *s, const struct storage_req *r)
+{
+	int64_t res;
+
+	switch (r->op) {
+	case STORAGE_READ:
+	case STORAGE_WRITE:
+		res = sync_rw(s->fd, r->op == STORAGE_WRITE, r->iov, r->iovcnt, r->off);
+		if (res < 0)
+			return (int)res;
+		return (uint64_t)res == r->len ? 0 : -EIO;
+	case STORAGE_FLUSH:      /* done before the data: the link holds */
+		if (s->mem_fs)
+			return 0;    /* noop_fsync: nothing to write back */
+		return fdatasync(s->fd) ? -errno : 0;
+	default:
+		return fallocate(s->fd, STORAGE_PUNCH_MODE, (off_t)r->off,
+				 (off_t)r->len) ? -errno : 0;
+	}
+}
+
 /* The loop reserved the SQEs (two per request: flush + data). */
 static int raw_submit(struct storage_queue *q, const struct storage_req *r)
 {
@@ -251,6 +350,8 @@ static int raw_submit(struct storage_queue *q, const struct storage_req *r)
 		return storage_discard(s, r->off, r->len, r->op == STORAGE_DISCARD_SECURE);
 	if (r->op == STORAGE_DISCARD_SECURE)
 		return -EOPNOTSUPP;
+	if (s->sync_io)
+		return sync_submit(s, r);
 	sqe = io_uring_get_sqe(q->uring);
 	if (!sqe)
 		return -EBUSY;

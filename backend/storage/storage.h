@@ -6,6 +6,7 @@
  * control plane (xenbus.c) and the tree (sysfs.c) see only this header and
  * never which driver serves a vbd.  One file per driver:
  *   raw.c    a regular file or a block device, through the queue's io_uring
+ *            (a file in memory: system calls on the queue thread, sync_io)
  *   nbd.c    an NBD export, through libnbd's asynchronous API
  *   qcow2.c  a qcow2 image: a qemu-storage-daemon child exports it over NBD
  *            on a private Unix socket, served by the nbd driver
@@ -55,6 +56,10 @@ struct storage_opts {
 	const char *driver;
 	bool read_only;         /* mode "r" */
 	bool no_direct;         /* raw: never use O_DIRECT */
+	/* raw: serve the data path on the queue thread (preadv, pwritev;
+	 * the sync_io tunable): STORAGE_SYNC_NO (0, the zero default),
+	 * STORAGE_SYNC_YES, or STORAGE_SYNC_AUTO (files in memory only). */
+	uint8_t sync_io;
 	/* Logical block size to advertise, 512..4096, power of two.  0: the
 	 * store's own (a block device's, 512 for files and exports).  A
 	 * block device refuses a size below its own (-EINVAL). */
@@ -66,6 +71,8 @@ struct storage_opts {
 	 * daemons' private socket directories go; NULL: /run/xbd. */
 	const char *rundir;
 };
+
+enum { STORAGE_SYNC_NO, STORAGE_SYNC_YES, STORAGE_SYNC_AUTO };
 
 struct storage_driver;
 
@@ -93,6 +100,12 @@ struct storage {
 	int fd;                 /* -1 when closed */
 	bool is_blkdev;
 	bool direct;            /* fd is O_DIRECT */
+	/* Reads, writes, flushes and punch-holes are system calls on the
+	 * queue thread, answered before storage_submit returns (raw.c);
+	 * mem_fs: the file is in memory (tmpfs, ramfs, hugetlbfs), whose
+	 * fsync does nothing. */
+	bool sync_io;
+	bool mem_fs;
 };
 
 /* What the queue loop gives a driver. */

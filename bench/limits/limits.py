@@ -6,7 +6,6 @@ ROUNDS (5; quick 2) rounds of SECONDS_PER_RUN (3; quick 1) seconds,
 the modes alternating in each round so a load change hits all three;
 then the queue thread's instructions per request under callgrind
 (BENCH_NO_CALLGRIND=1 leaves them out)."""
-import json
 import os
 import re
 import shutil
@@ -70,13 +69,7 @@ def main():
             print(f"  {k:<5} {ir:8.0f} Ir/request  ratio {ir / base:.4f}")
     else:
         print("  (valgrind missing: no instruction counts)")
-    runinfo.finish(res)
-    d = runinfo.results_dir()
-    os.makedirs(d, exist_ok=True)
-    out = os.path.join(d, f"limits-{res['date']}.json")
-    with open(out, "w") as f:
-        json.dump(res, f, indent=1)
-    print(f"  {out}")
+    print(f"  {runinfo.save(res, 'limits')}")
 
 
 if __name__ == "__main__":

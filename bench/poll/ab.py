@@ -15,8 +15,16 @@ poll counters per request, for every run, then the median of each.
 
 usage: bench/poll/ab.py [BUILD] [--rounds N] [--seconds S] [--qd 1,64]
                         [--be 0,50] [--fe 50] [--pin] [--ignore-load]
+                        [--sync Y,N] [--host]
 --pin runs xbd-blkback on CPU 0 and fio on CPU 1 (as a backend domain and
 a guest have their own vCPUs on Xen); without, the scheduler places them.
+--sync Y,N: the raw driver's sync_io (Documentation/backend.md, "Files
+in memory") A/B as well; it is read when a vbd's storage opens, so each
+value gets its own disk, attached under it (xvdb, xvdc, ...: a tmpfs file
+each, of the same random bytes), and the runs pick the disk.  --host adds
+host fio on the first file in the same rounds: io_uring at each depth
+and psync at depth 1 (both --direct=1; on tmpfs io_uring hands each read
+to its io-wq workers, so psync is the fair bound of a synchronous path).
 """
 import argparse
 import glob
@@ -43,9 +51,13 @@ def busy_jiffies():
     return sum(v) - v[3] - v[4]          # all but idle and iowait
 
 
-def vbd_stats(m):
+VDEVS = ("xvdb", "xvdc", "xvdd", "xvde")
+
+
+def vbd_stats(m, vdev="xvdb"):
+    num = 202 * 256 + 16 * (1 + VDEVS.index(vdev))
     d = glob.glob(os.path.join(m.run_dir, "sys", "bus", "xen-backend", "devices",
-                               "vbd-*", "statistics"))
+                               f"vbd-*-{num}", "statistics"))
     out = {}
     for n in ("rd_req", "evt_in", "evt_out", "polls", "poll_hits"):
         try:
@@ -63,16 +75,21 @@ def proc_cpu(pid):
     return (int(v[11]) + int(v[12])) / os.sysconf("SC_CLK_TCK")
 
 
-def run_fio(m, build, qd, fe, seconds, pin):
+def run_fio(m, build, qd, fe, seconds, pin, vdev="xvdb", host=None):
+    """One run through the engine on vdev, or with host=(engine, file)
+    host fio on that file.  (IOPS, machine busy CPU us per I/O)."""
     cmd = (["taskset", "-c", "1"] if pin else []) + ["fio", "--name=r", "--rw=randread", "--bs=4k", f"--iodepth={qd}",
            "--size=64M", "--time_based", f"--runtime={seconds}",
-           "--randrepeat=0", "--norandommap", "--output-format=json",
-           "--ioengine=external:" + os.path.join(build, "lib", "xbd-fio.so"),
-           "--xbd_domain=bench", "--xbd_vdev=xvdb", "--xbd_max_queues=1",
-           "--xbd_max_ring_page_order=3", f"--xbd_poll_duration_us={fe}"]
+           "--randrepeat=0", "--norandommap", "--output-format=json"]
+    if host:
+        cmd += [f"--ioengine={host[0]}", "--direct=1", f"--filename={host[1]}"]
+    else:
+        cmd += ["--ioengine=external:" + os.path.join(build, "lib", "xbd-fio.so"),
+                "--xbd_domain=bench", f"--xbd_vdev={vdev}", "--xbd_max_queues=1",
+                "--xbd_max_ring_page_order=3", f"--xbd_poll_duration_us={fe}"]
     st = []
-    t = threading.Timer(seconds / 2 + 0.5, lambda: st.append(vbd_stats(m)))
-    t2 = threading.Timer(seconds - 0.2, lambda: st.append(vbd_stats(m)))
+    t = threading.Timer(seconds / 2 + 0.5, lambda: st.append(vbd_stats(m, vdev)))
+    t2 = threading.Timer(seconds - 0.2, lambda: st.append(vbd_stats(m, vdev)))
     t.start(), t2.start()
     b0 = proc_cpu(m.blkback.proc.pid)
     r0 = resource.getrusage(resource.RUSAGE_CHILDREN)
@@ -113,7 +130,14 @@ def main():
                     "(XBD_TEST_POLL_IGNORE_LOAD)")
     ap.add_argument("--pin", action="store_true",
                     help="xbd-blkback on CPU 0, fio on CPU 1")
+    ap.add_argument("--sync", default="",
+                    help="sync_io values to compare (Y,N), a disk each")
+    ap.add_argument("--host", action="store_true",
+                    help="host fio io_uring and psync on the file too")
     a = ap.parse_args()
+    syncs = [x for x in a.sync.split(",") if x] or [None]
+    if len(syncs) > len(VDEVS):
+        ap.error("too many --sync values")
     build = os.path.abspath(a.build)
     if a.ignore_load:
         os.environ["XBD_TEST_POLL_IGNORE_LOAD"] = "1"
@@ -122,6 +146,11 @@ def main():
     with open(store, "wb") as f:
         for _ in range(64):
             f.write(os.urandom(MiB))
+    stores = [store]
+    for i in range(1, len(syncs)):
+        stores.append(f"{store}.{i}")
+        with open(store, "rb") as src, open(stores[-1], "wb") as dst:
+            dst.write(src.read())
 
     class S:
         path = store
@@ -129,30 +158,61 @@ def main():
                    prefix=("taskset", "-c", "0") if a.pin else ())
     res = {}
     try:
+        if syncs[0] is not None:   # the first disk opens under its value
+            m.extra += (f"--sync_io={syncs[0]}",)
         m.start(S)
-        tun = os.path.join(m.run_dir, "sys", "module", "xen_blkback",
-                           "parameters", "poll_duration_us")
+        params = os.path.join(m.run_dir, "sys", "module", "xen_blkback",
+                              "parameters")
+        tun = os.path.join(params, "poll_duration_us")
         for _ in range(200):               # the tree is mounted soon after start
             if os.path.exists(tun):
                 break
             time.sleep(0.05)
-        combos = [(qd, be, fe) for qd in map(int, a.qd.split(","))
+        xbd = [m.bin("xbd"), "--platform", "local"]
+        for i in range(1, len(syncs)):
+            with open(os.path.join(params, "sync_io"), "w") as f:
+                f.write(syncs[i])
+            subprocess.run(xbd + ["block-attach", "bench",
+                                  f"format=raw, vdev={VDEVS[i]}, target={stores[i]}"],
+                           env=m.env, check=True, capture_output=True, timeout=60)
+        for i, sync in enumerate(syncs):
+            if sync is None:
+                continue
+            d = glob.glob(os.path.join(m.run_dir, "sys", "bus", "xen-backend",
+                                       "devices", f"vbd-*-{202 * 256 + 16 * (1 + i)}"))
+            with open(os.path.join(d[0], "sync_io")) as f:
+                print(f"{VDEVS[i]}: sync_io {f.read().strip()} ({stores[i]})",
+                      flush=True)
+        combos = [(qd, be, fe, sync) for qd in map(int, a.qd.split(","))
                   for fe in map(int, a.fe.split(","))
-                  for be in map(int, a.be.split(","))]
+                  for be in map(int, a.be.split(","))
+                  for sync in syncs]
+        if a.host:
+            combos += [(qd, "host", "io_uring", None) for qd in map(int, a.qd.split(","))]
+            combos += [(1, "host", "psync", None)]
         for r in range(a.rounds):
-            for qd, be, fe in (combos if r % 2 == 0 else combos[::-1]):
-                with open(tun, "w") as f:
-                    f.write(str(be))
-                iops, us = run_fio(m, build, qd, fe, a.seconds, a.pin)
-                res.setdefault((qd, be, fe), []).append((iops, us))
-                print(f"round {r} qd {qd:3} backend {be:4} frontend {fe:4}: "
+            for qd, be, fe, sync in (combos if r % 2 == 0 else combos[::-1]):
+                if be == "host":
+                    iops, us = run_fio(m, build, qd, 0, a.seconds, a.pin,
+                                       host=(fe, store))
+                else:
+                    with open(tun, "w") as f:
+                        f.write(str(be))
+                    iops, us = run_fio(m, build, qd, fe, a.seconds, a.pin,
+                                       vdev=VDEVS[syncs.index(sync)])
+                res.setdefault((qd, str(be), str(fe), str(sync)), []).append((iops, us))
+                print(f"round {r} qd {qd:3} backend {be:4} frontend {fe:4} "
+                      f"sync_io {sync}: "
                       f"{iops/1000:7.1f}k IOPS {us:5.2f} us CPU/IO", flush=True)
     finally:
         m.stop()
-        os.unlink(store)
+        for s in stores:
+            os.unlink(s)
     print("median of", a.rounds, "rounds:")
-    for (qd, be, fe), v in sorted(res.items()):
-        print(f"qd {qd:3} backend poll {be:4} frontend poll {fe:4}: "
+    for (qd, be, fe, sync), v in sorted(res.items()):
+        what = (f"host fio {fe:8}" if be == "host" else
+                f"backend poll {be:4} frontend poll {fe:4} sync_io {sync}")
+        print(f"qd {qd:3} {what}: "
               f"{statistics.median(x for x, _ in v)/1000:7.1f}k IOPS "
               f"(range {min(x for x, _ in v)/1000:.1f}-{max(x for x, _ in v)/1000:.1f}k), "
               f"{statistics.median(y for _, y in v):5.2f} us machine CPU/IO")

@@ -18,7 +18,6 @@ with the machine, the commit and the load, for bench/suite/docs.py.
 A missing nbdkit, qemu or fio stops the run with its Debian package
 named.  BENCH_SECONDS per run (3; BENCH_QUICK: 1).
 """
-import json
 import os
 import shutil
 import signal
@@ -246,13 +245,7 @@ def main():
         if m:
             m.stop()
         shutil.rmtree(d, ignore_errors=True)
-    runinfo.finish(res)
-    out = runinfo.results_dir()
-    os.makedirs(out, exist_ok=True)
-    path = os.path.join(out, f"storage-{res['date']}.json")
-    with open(path, "w") as f:
-        json.dump(res, f, indent=1)
-    print(f"bench storage: {path}")
+    print(f"bench storage: {runinfo.save(res, 'storage')}")
     if failed:
         sys.exit("bench storage: the rbd comparison failed (see above)")
 

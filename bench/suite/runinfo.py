@@ -4,6 +4,7 @@ time and the commit (with a dirty flag).  Every result JSON of `make
 bench` (bench/suite, bench/storage, bench/limits) carries these, and
 every figure written from it (bench/suite/docs.py) names them."""
 import datetime
+import json
 import os
 import platform
 import subprocess
@@ -75,3 +76,15 @@ def header(suite):
 def finish(res):
     res["machine"]["load_end"] = os.getloadavg()
     return res
+
+
+def save(res, name):
+    """finish() res and write it to results_dir()/NAME-DATE.json (the
+    folder made if need be); the file's path."""
+    finish(res)
+    d = results_dir()
+    os.makedirs(d, exist_ok=True)
+    path = os.path.join(d, f"{name}-{res['date']}.json")
+    with open(path, "w") as f:
+        json.dump(res, f, indent=1)
+    return path

@@ -706,7 +706,10 @@ static int disk_bytes_by_open(const struct xbd_eo *eo, uint64_t *out)
  * The disk's size, for fio's file size (so offset= and offset_increment=
  * work as on a block device).  fio may ask before init() and in a process
  * that will not do the I/O, so this reads the backend's sectors node
- * without opening the disk (xbdfront_peek_sectors).
+ * without opening the disk (xbdfront_peek_sectors).  fio asks once, in
+ * setup_files(), and sizes the job's region and random map from it: a
+ * later online grow is not followed (no resized callback; Documentation/
+ * guest.md, "An online resize is not followed by a running job").
  */
 static int xbd_get_file_size(struct thread_data *td, struct fio_file *f)
 {

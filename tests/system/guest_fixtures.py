@@ -162,3 +162,39 @@ def fio_ok(r):
 
 def stop_signal(d, sig=signal.SIGTERM):
     return d.stop(sig)
+
+
+def descendants(pid):
+    """Every living descendant of pid (/proc/PID/task/TID/children)."""
+    out, todo = [], [pid]
+    while todo:
+        cur = todo.pop()
+        try:
+            tasks = os.listdir(f"/proc/{cur}/task")
+        except OSError:
+            continue
+        for t in tasks:
+            try:
+                with open(f"/proc/{cur}/task/{t}/children") as f:
+                    kids = [int(k) for k in f.read().split()]
+            except OSError:
+                continue
+            out += kids
+            todo += kids
+    return out
+
+
+def kill_if_running(p):
+    """SIGKILL and reap a background process (fio) unless it has ended,
+    with its children (fio forks a process per job unless --thread: a
+    killed parent leaves its jobs running): the `finally` of a test that
+    started it, so that a failed assertion leaves nothing running."""
+    if p.poll() is None:
+        kids = descendants(p.pid)
+        p.kill()
+        for k in kids:
+            try:
+                os.kill(k, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+        p.wait()

@@ -21,7 +21,7 @@ import time
 import pytest
 
 from conftest import binary
-from guest_fixtures import guest, fio_ok, wait_until  # noqa: F401
+from guest_fixtures import guest, descendants, fio_ok, kill_if_running, wait_until  # noqa: F401
 from test_fio_engine import xfio, ENGINE, engine_env
 from tree_files import cat, echo
 
@@ -121,9 +121,7 @@ def test_idle_disk_costs_no_cpu_fio_engine(guest, poll):
         out, err = fio.communicate(timeout=60)
         assert fio.returncode == 0, err
     finally:
-        if fio.poll() is None:
-            fio.kill()
-            fio.wait()
+        kill_if_running(fio)
 
 
 @pytest.mark.parametrize("depth", [1, 64])
@@ -195,8 +193,7 @@ def reading_fio(guest, sysfs, name):
         wait_until(lambda: (vbd_stat(sysfs, "rd_req") or 0) > 100 or
                    fio.poll() is not None, timeout=60, what="fio's reads")
     except BaseException:
-        fio.kill()
-        fio.wait()
+        kill_if_running(fio)
         raise
     return fio
 
@@ -215,8 +212,7 @@ def test_tunable_takes_effect_at_once(guest):
                    what="polls after the write")
         assert fio.poll() is None
     finally:
-        fio.kill()
-        fio.wait()
+        kill_if_running(fio)
 
 
 def test_vbd_override(guest):
@@ -249,8 +245,7 @@ def test_vbd_override(guest):
                    what="polls after -1")
         assert fio.poll() is None
     finally:
-        fio.kill()
-        fio.wait()
+        kill_if_running(fio)
 
 
 def test_command_line_refuses_out_of_range(guest):
@@ -259,3 +254,24 @@ def test_command_line_refuses_out_of_range(guest):
                        capture_output=True, text=True, timeout=30, env=guest.env)
     assert r.returncode != 0
     assert "--poll_duration_us=1001: not a number in 0..1000" in r.stderr, r.stderr
+
+
+def test_killed_fio_leaves_no_job_behind(guest):
+    """fio forks a process per job: the finally of these tests must take
+    the jobs too (a fresh root once found two of them still reading at the
+    end of make check)."""
+    sysfs = with_tree(guest)
+    guest.attach(guest.disk(size=32 * MiB))
+    fio = reading_fio(guest, sysfs, "orphan")
+    jobs = descendants(fio.pid)
+    assert jobs, "fio without --thread has a job process"
+    kill_if_running(fio)
+
+    def gone(pid):
+        try:
+            with open(f"/proc/{pid}/stat") as f:
+                return f.read().rsplit(")", 1)[1].split()[0] == "Z"
+        except OSError:
+            return True
+    wait_until(lambda: all(gone(j) for j in jobs), timeout=10,
+               what="fio's job processes gone")

@@ -18,7 +18,7 @@ import pytest
 
 from conftest import binary
 from tree_files import cat as tree_cat, echo
-from guest_fixtures import guest, fio_ok, wait_until  # noqa: F401
+from guest_fixtures import guest, fio_ok, kill_if_running, wait_until  # noqa: F401
 from test_fio_engine import ENGINE, engine_env
 
 MiB = 1 << 20
@@ -195,9 +195,7 @@ def test_live_change_takes_effect_within_100ms(lguest):
         out, err = fio.communicate(timeout=60)
         assert fio.returncode == 0, err
     finally:
-        if fio.poll() is None:
-            fio.kill()
-            fio.wait()
+        kill_if_running(fio)
 
     def rate(a, b):
         s = [x for x in samples if a <= x[0] <= b]
@@ -231,9 +229,7 @@ def test_unlimited_neighbour_keeps_its_speed(lguest):
         out, err = limited.communicate(timeout=60)
         assert limited.returncode == 0, err
     finally:
-        if limited.poll() is None:
-            limited.kill()
-            limited.wait()
+        kill_if_running(limited)
     assert cat(g, f"{vbd_dir(g, g2, 51744)}/limits/read_iops") == "0"
     print(f"unlimited neighbour: {alone} IOPS alone, {beside} beside the limited disk")
     assert beside >= 0.5 * alone, (alone, beside)

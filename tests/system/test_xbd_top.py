@@ -6,12 +6,14 @@ xvdc while xvdb stays idle (attached, no frontend).
   - --batch: one header, one line per vbd per iteration; the busy vbd
     shows non-zero IOPS and latency, the idle one zero;
   - --json: every line parses; the queues' figures with --queues;
+  - the backend's polling counters (POLLS, HITS; polls, poll_hits) are
+    the tree's, per vbd and per queue;
   - a real terminal (tmux on a private socket): the screen comes up
     sorted by vbd, `>` keys move the sort to iops and the busy row moves
     to the top (capture-pane), `q` quits with exit status 0;
   - bad arguments: one line on stderr, exit status 2;
   - `xbd top -b | head -3`: the reader closing the pipe ends it quietly
-    with status 0 (as top and xentop).
+    with status 0 (as top and xentop), also with no vbd to write about.
 """
 import json
 import os
@@ -23,7 +25,8 @@ import time
 import pytest
 
 from conftest import binary, sanitizer_env
-from guest_fixtures import guest, mounted_under, wait_until  # noqa: F401
+from guest_fixtures import (guest, kill_if_running, mounted_under,  # noqa: F401
+                            wait_until)
 from test_fio_engine import ENGINE, engine_env
 
 MiB = 1 << 20
@@ -154,6 +157,73 @@ def test_json_with_queues(guest):
         assert idle["queue_stats"] == [] and idle["state"] == "InitWait"
 
 
+def tree_polls(sysfs):
+    """{row: (polls, poll_hits)} of the tree's one vbd: "vbd" for its
+    statistics/, N for its queue-N/."""
+    devs = os.path.join(sysfs, "bus", "xen-backend", "devices")
+    (vbd,) = os.listdir(devs)
+    out = {}
+    for name in sorted(os.listdir(os.path.join(devs, vbd))):
+        if name == "statistics" or name.startswith("queue-"):
+            d = os.path.join(devs, vbd, name)
+            with open(os.path.join(d, "polls")) as f, \
+                    open(os.path.join(d, "poll_hits")) as g:
+                key = "vbd" if name == "statistics" else int(name[6:])
+                out[key] = (int(f.read()), int(g.read()))
+    return out
+
+
+def test_polls_shown_as_in_the_tree(guest):
+    """The backend's polling counters: 256 reads at depth 1 through the
+    fio engine (a polling backend spins each time the ring goes empty),
+    then fio thinks with the disk connected and the counters stand still;
+    the batch's POLLS and HITS and the JSON's polls and poll_hits, of the
+    vbd and of each queue, are the tree's statistics/polls, poll_hits
+    and queue-N/ files read before and after."""
+    sysfs = os.path.join(guest.rundir, "sys")
+    guest.backend.stop()
+    # spin whatever the machine's load (test_backend_poll.py with_tree)
+    guest.start_backend("blkback-sys", sysfs=sysfs,
+                        env={"XBD_TEST_POLL_IGNORE_LOAD": "1"})
+    guest.attach(guest.disk(size=32 * MiB), vdev=IDLE)
+    fio = subprocess.Popen(
+        ["/usr/bin/fio", "--name=burst", f"--ioengine=external:{ENGINE}",
+         "--xbd_domain=g1", f"--xbd_vdev={IDLE}", f"--xbd_rundir={guest.rundir}",
+         "--xbd_max_queues=2", "--rw=randread", "--bs=4k", "--size=16M",
+         "--number_ios=257", "--thinktime=30s", "--thinktime_blocks=256"],
+        cwd=guest.rundir, env=engine_env(guest), stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE, text=True)
+    try:
+        def still():
+            try:
+                a = tree_polls(sysfs)
+                time.sleep(0.5)
+                return a if a and a["vbd"][0] > 0 and a == tree_polls(sysfs) else None
+            except (OSError, ValueError):
+                return None
+        wait_until(lambda: still() or fio.poll() is not None, timeout=60,
+                   what="the burst's polls, then still counters")
+        assert fio.poll() is None, fio.communicate()
+        before = tree_polls(sysfs)
+        text = top(guest, "--batch", "-n", "1", "-d", "0.1")
+        js = top(guest, "--json", "--queues", "-n", "1", "-d", "0.1")
+        after = tree_polls(sysfs)
+        assert fio.poll() is None, "fio ended while thinking"
+    finally:
+        kill_if_running(fio)
+    assert before == after, (before, after)
+    assert len(before) == 3 and before["vbd"][0] > 0, before   # vbd, 2 queues
+    assert text.returncode == 0 and js.returncode == 0, text.stderr + js.stderr
+    lines = text.stdout.splitlines()
+    assert "POLLS" in lines[0].split() and "HITS" in lines[0].split(), lines[0]
+    (row,) = rows_by_vdev(lines[1:], lines[0])
+    assert (int(row["POLLS"]), int(row["HITS"])) == before["vbd"], (row, before)
+    (vbd,) = json.loads(js.stdout)["vbds"]
+    assert (vbd["polls"], vbd["poll_hits"]) == before["vbd"], (vbd, before)
+    queues = {q["queue"]: (q["polls"], q["poll_hits"]) for q in vbd["queue_stats"]}
+    assert queues == {0: before[0], 1: before[1]}, (queues, before)
+
+
 class Tmux:
     """A tmux server of our own (private socket), killed at the end."""
 
@@ -241,12 +311,21 @@ def test_bad_arguments(guest, args):
     assert r.stdout == ""
 
 
-def test_closed_pipe_ends_quietly(guest):
+@pytest.mark.parametrize("vbds", [2, 0])
+def test_closed_pipe_ends_quietly(guest, vbds):
     """`xbd top -b | head -3`: once head has its lines and closes the
     pipe, the next write fails with EPIPE (SIGPIPE is ignored) and top
-    ends with status 0 and nothing on stderr, not 1."""
-    start_machine(guest)
-    head = subprocess.Popen(["head", "-3"], stdin=subprocess.PIPE,
+    ends with status 0 and nothing on stderr, not 1.  With no vbd
+    (`| head -1`, the header alone) nothing more is ever written: top
+    still ends, within a few intervals, with status 0."""
+    if vbds:
+        start_machine(guest)
+        want = 3
+    else:
+        guest.backend.stop()
+        guest.start_backend("blkback-sys", sysfs=os.path.join(guest.rundir, "sys"))
+        want = 1
+    head = subprocess.Popen(["head", f"-{want}"], stdin=subprocess.PIPE,
                             stdout=subprocess.PIPE, text=True)
     top_p = subprocess.Popen([binary("xbd"), "--rundir", guest.rundir, "top", "-b",
                               "--delay", "0.1"], env=sanitizer_env(guest.env),
@@ -262,9 +341,26 @@ def test_closed_pipe_ends_quietly(guest):
                 p.kill()
                 p.wait()
     lines = out.splitlines()
-    assert len(lines) == 3 and lines[0].startswith("GUEST"), out
+    assert len(lines) == want and lines[0].startswith("GUEST"), (out, err)
     assert top_p.returncode == 0, (top_p.returncode, err)
     assert err == "", err
+
+
+def test_batch_and_json_with_no_vbd(guest):
+    """A backend with its tree and no vbd: the batch is its header alone,
+    the JSON an empty list per interval, status 0 and nothing on stderr
+    (it sorted no rows: an empty table is not handed to memcpy, which
+    UBSan reported as a null argument)."""
+    guest.backend.stop()
+    guest.start_backend("blkback-sys", sysfs=os.path.join(guest.rundir, "sys"))
+    r = top(guest, "--batch", "-n", "2", "-d", "0.1")
+    assert r.returncode == 0 and r.stderr == "", (r.returncode, r.stderr)
+    assert r.stdout.splitlines() == [r.stdout.splitlines()[0]], r.stdout
+    assert r.stdout.startswith("GUEST"), r.stdout
+    r = top(guest, "--json", "--queues", "-n", "2", "-d", "0.1")
+    assert r.returncode == 0 and r.stderr == "", (r.returncode, r.stderr)
+    docs = [json.loads(x) for x in r.stdout.splitlines()]
+    assert len(docs) == 2 and all(d["vbds"] == [] for d in docs), docs
 
 
 def test_not_a_terminal(guest):

@@ -64,6 +64,13 @@ static void test_set_and_refuse(void **state)
 		{ TUN_FEATURE_PERSISTENT, "yes", -EINVAL, 0 },
 		{ TUN_FEATURE_PERSISTENT, "2", -EINVAL, 0 },
 		{ TUN_MAX_RING_PAGE_ORDER, "6", -EINVAL, 4 },
+		/* a boolean that may be left to the backend */
+		{ TUN_SYNC_IO, "n", 0, 0 },
+		{ TUN_SYNC_IO, "auto\n", 0, TUN_AUTO_VAL },
+		{ TUN_SYNC_IO, "Y", 0, 1 },
+		{ TUN_SYNC_IO, "2", -EINVAL, 1 },
+		{ TUN_SYNC_IO, "autox", -EINVAL, 1 },
+		{ TUN_SYNC_IO, "auto", 0, TUN_AUTO_VAL },
 	};
 	(void)state;
 	for (size_t i = 0; i < sizeof(t) / sizeof(t[0]); i++) {
@@ -98,6 +105,11 @@ static void test_format(void **state)
 	assert_string_equal(buf, "Y\n");
 	assert_int_equal(tun_set(TUN_FEATURE_PERSISTENT, "n", true), 0);
 	tun_format(TUN_FEATURE_PERSISTENT, buf, sizeof(buf));
+	assert_string_equal(buf, "N\n");
+	assert_int_equal(tun_format(TUN_SYNC_IO, buf, sizeof(buf)), 5);
+	assert_string_equal(buf, "auto\n");
+	assert_int_equal(tun_set(TUN_SYNC_IO, "0", true), 0);
+	tun_format(TUN_SYNC_IO, buf, sizeof(buf));
 	assert_string_equal(buf, "N\n");
 }
 

@@ -224,6 +224,28 @@ static int16_t one_write(struct fx *fx, struct gring *r, uint64_t sector)
 	return st;
 }
 
+/* Connect (or be deferred) on a fresh one-page ring. */
+static void fe_connect(struct fx *fx, struct backend_dev *d)
+{
+	gring_close(&fx->g, &fx->gr[0]);
+	gring_share(&fx->g, &fx->gr[0], 0, RING_ABI_X86_64);
+	write_queue(fx, FE1, &fx->gr[0], true);
+	fe_state(fx, FE1, XenbusStateInitialised);
+	assert_int_equal(be_dev_changed(d), 0);
+}
+
+/* BE1, writable, probed, and its frontend FE1 connecting on one queue
+ * of one page (Connected, or deferred by a connect rate). */
+static struct backend_dev *attach_connect(struct fx *fx)
+{
+	struct backend_dev *d;
+
+	toolstack_attach(fx, BE1, FE1, "w");
+	assert_int_equal(be_dev_probe(&fx->ctx, BE1, &d), 0);
+	fe_connect(fx, d);
+	return d;
+}
+
 /* Wait (3 s at most) until queue 0 has measured bytes (it looks every
  * size_check_ms), then the control thread's check. */
 static void check_when_measured(struct backend_dev *d, uint64_t bytes)
@@ -241,15 +263,9 @@ static void check_when_measured(struct backend_dev *d, uint64_t bytes)
 static void test_online_resize(void **state)
 {
 	struct fx *fx = *state;
-	struct backend_dev *d;
+	struct backend_dev *d = attach_connect(fx);
 	const uint64_t new_end = (8u << 20) / 512 - 8;    /* the last page */
 
-	toolstack_attach(fx, BE1, FE1, "w");
-	assert_int_equal(be_dev_probe(&fx->ctx, BE1, &d), 0);
-	gring_share(&fx->g, &fx->gr[0], 0, RING_ABI_X86_64);
-	write_queue(fx, FE1, &fx->gr[0], true);
-	fe_state(fx, FE1, XenbusStateInitialised);
-	assert_int_equal(be_dev_changed(d), 0);
 	assert_int_equal(be_state(fx, BE1), XenbusStateConnected);
 	assert_int_equal(getu(fx, BE1, "sectors"), 8192);
 	check_when_measured(d, 4u << 20);                  /* unchanged: nothing */
@@ -407,16 +423,10 @@ static void test_probe_failures_and_read_only(void **state)
 static void test_overrun_is_fatal_for_that_disk(void **state)
 {
 	struct fx *fx = *state;
-	struct backend_dev *d;
+	struct backend_dev *d = attach_connect(fx);
 	struct pollfd pfd;
 	char err[160];
 
-	toolstack_attach(fx, BE1, FE1, "w");
-	assert_int_equal(be_dev_probe(&fx->ctx, BE1, &d), 0);
-	gring_share(&fx->g, &fx->gr[0], 0, RING_ABI_X86_64);
-	write_queue(fx, FE1, &fx->gr[0], true);
-	fe_state(fx, FE1, XenbusStateInitialised);
-	assert_int_equal(be_dev_changed(d), 0);
 	fx->gr[0].prod += 40;
 	push(&fx->gr[0], fx->gr[0].prod - 40);
 	pfd = (struct pollfd){ d->queues[0].done_fd, POLLIN, 0 };
@@ -447,16 +457,6 @@ static int reaped(struct backend_dev *d)
 	return be_dev_reaped(d);
 }
 
-/* Connect (or be deferred) on a fresh one-page ring. */
-static void fe_connect(struct fx *fx, struct backend_dev *d)
-{
-	gring_close(&fx->g, &fx->gr[0]);
-	gring_share(&fx->g, &fx->gr[0], 0, RING_ABI_X86_64);
-	write_queue(fx, FE1, &fx->gr[0], true);
-	fe_state(fx, FE1, XenbusStateInitialised);
-	assert_int_equal(be_dev_changed(d), 0);
-}
-
 /* The daemon's control plane: queues stopped on a reaper thread (the
  * device waits, says Closed only once they are), and connects of one
  * domain rate-limited (deferred with a timer, not refused). */
@@ -470,9 +470,7 @@ static void test_async_teardown_and_connect_rate(void **state)
 	fx->ctx.async_teardown = true;
 	fx->ctx.rates = &rates;
 	assert_int_equal(tun_set(TUN_MAX_CONNECTS_PER_SECOND, "1", true), 0);
-	toolstack_attach(fx, BE1, FE1, "w");
-	assert_int_equal(be_dev_probe(&fx->ctx, BE1, &d), 0);
-	fe_connect(fx, d);
+	d = attach_connect(fx);
 	assert_int_equal(be_state(fx, BE1), XenbusStateConnected);
 	gring_roundtrip(&fx->g, &fx->gr[0], 0, 0, 1);
 
