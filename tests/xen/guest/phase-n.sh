@@ -61,8 +61,8 @@ n_qcow2() {
 	rm -f /srv/n-flat.raw
 }
 
-# n_ceph_start: the cluster the image carries (/srv/ceph), in a tmpfs
-# (the monitor refuses a filesystem that reports no free space), with
+# n_ceph_start: the cluster the image carries (/srv/ceph), in /run, a
+# tmpfs of a known size (the monitor checks its store's free space), with
 # loopback up; its daemons themselves (-f), so that their PIDs are ours.
 # The image is made in the background (while nbd and qcow2 run: each
 # Ceph CLI takes 15-20 s under TCG): `rbd create` waits until the
