@@ -183,10 +183,12 @@ def test_clean_close_between_connections(xen):
                   if n > closed and st == ("4", "4")), None)
     assert again is not None, states
     # (and the frontend's Initialised can be sampled after kernel blkback
-    # already answered it with Connected)
+    # already answered it with Connected; and the frontend's Closed can be
+    # sampled before kernel blkback moved from Closing to Closed: seen
+    # once in a fresh root, the first sample of the close)
     for fe, be in states[closed:again]:
         assert (fe in ("6", "1", "3") and be in ("6", "2")) or \
-            (fe, be) == ("3", "4"), states
+            (fe, be) in (("3", "4"), ("6", "5")), states
     assert DomR(xen).rc("verify")[0] == 0
 
 
