@@ -54,10 +54,15 @@ def busy_jiffies():
 VDEVS = ("xvdb", "xvdc", "xvdd", "xvde")
 
 
+def vbd_dirs(m, vdev, *sub):
+    """The tree's directory of vdev's vbd (xvdN: major 202, minor 16 N)."""
+    devid = (202 << 8) | ((1 + VDEVS.index(vdev)) << 4)
+    return glob.glob(os.path.join(m.run_dir, "sys", "bus", "xen-backend", "devices",
+                                  f"vbd-*-{devid}", *sub))
+
+
 def vbd_stats(m, vdev="xvdb"):
-    num = 202 * 256 + 16 * (1 + VDEVS.index(vdev))
-    d = glob.glob(os.path.join(m.run_dir, "sys", "bus", "xen-backend", "devices",
-                               f"vbd-*-{num}", "statistics"))
+    d = vbd_dirs(m, vdev, "statistics")
     out = {}
     for n in ("rd_req", "evt_in", "evt_out", "polls", "poll_hits"):
         try:
@@ -178,8 +183,7 @@ def main():
         for i, sync in enumerate(syncs):
             if sync is None:
                 continue
-            d = glob.glob(os.path.join(m.run_dir, "sys", "bus", "xen-backend",
-                                       "devices", f"vbd-*-{202 * 256 + 16 * (1 + i)}"))
+            d = vbd_dirs(m, VDEVS[i])
             with open(os.path.join(d[0], "sync_io")) as f:
                 print(f"{VDEVS[i]}: sync_io {f.read().strip()} ({stores[i]})",
                       flush=True)
