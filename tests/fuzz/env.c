@@ -21,6 +21,8 @@
 #include <sys/types.h>
 #include <unistd.h>
 
+#include "tests/fuzz/fuzz.h"
+
 long __real_sysconf(int name);
 void fuzz_created(const char *path) __attribute__((weak));
 int __real_open(const char *path, int flags, ...);
@@ -36,15 +38,6 @@ long __wrap_sysconf(int name)
 	return cpus;
 }
 
-/* Not strcmp: ASan's interceptor would feed the harness's own
- * comparison to libFuzzer's compare hooks. */
-static bool same(const char *a, const char *b)
-{
-	for (; *a && *a == *b; a++, b++)
-		;
-	return *a == *b;
-}
-
 int __wrap_open(const char *path, int flags, ...)
 {
 	static int loadavg = -1;
@@ -57,7 +50,7 @@ int __wrap_open(const char *path, int flags, ...)
 		mode = va_arg(ap, mode_t);
 		va_end(ap);
 	}
-	if (flags == (O_RDONLY | O_CLOEXEC) && same(path, "/proc/loadavg")) {
+	if (flags == (O_RDONLY | O_CLOEXEC) && fuzz_str_eq(path, "/proc/loadavg")) {
 		if (loadavg < 0)
 			loadavg = __real_open(path, flags);
 		return loadavg < 0 ? -1 : fcntl(loadavg, F_DUPFD_CLOEXEC, 0);

@@ -85,13 +85,6 @@ static uint32_t path_hash(const char *path)
 	return h;
 }
 
-static bool path_eq(const char *a, const char *b)
-{
-	for (; *a && *a == *b; a++, b++)
-		;
-	return *a == *b;
-}
-
 /* The first l bytes of p are prefix (not intercepted either). */
 static bool path_starts(const char *p, const char *prefix, size_t l)
 {
@@ -106,7 +99,7 @@ static struct xnode *xfind(const char *path)
 	uint32_t h = path_hash(path);
 
 	for (unsigned int i = 0; i < nstore; i++)
-		if (store[i].hash == h && path_eq(store[i].path, path))
+		if (store[i].hash == h && fuzz_str_eq(store[i].path, path))
 			return &store[i];
 	return NULL;
 }
@@ -400,7 +393,7 @@ void fuzz_created(const char *path)
 	if (!in_run_dir(path))
 		return;
 	for (unsigned int i = 0; i < ncreated; i++)
-		if (path_eq(created[i], path))
+		if (fuzz_str_eq(created[i], path))
 			return;
 	if (ncreated == FZ_FILES) {
 		created_overflow = true;
@@ -417,7 +410,7 @@ int __wrap_unlink(const char *path)
 
 	if (!in_run_dir(path) || created_overflow)
 		return __real_unlink(path);
-	for (i = 0; i < ncreated && !path_eq(created[i], path); i++)
+	for (i = 0; i < ncreated && !fuzz_str_eq(created[i], path); i++)
 		;
 	if (i == ncreated) {
 		errno = ENOENT;
