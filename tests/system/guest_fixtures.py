@@ -68,6 +68,15 @@ class Guest:
             ready=(lambda: bool(mounted_under(sysfs))) if sysfs else None)
         return self.backend
 
+    def restart_backend_with_tree(self, *extra, queues=2, env=None):
+        """Stop the backend and start it again with its sysfs-style tree
+        in $rundir/sys (and extra options); the tree's directory."""
+        self.backend.stop()
+        sysfs = os.path.join(self.rundir, "sys")
+        self.start_backend(name="blkback-tree", queues=queues, sysfs=sysfs,
+                           env=env, extra=extra)
+        return sysfs
+
     def disk(self, name="disk.img", size=64 << 20):
         path = os.path.join(self.rundir, name)
         with open(path, "wb") as f:

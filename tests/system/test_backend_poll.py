@@ -44,11 +44,7 @@ def with_tree(g, *extra):
     has more runnable threads than CPUs (io_uring.c machine_busy); the
     test switch XBD_TEST_POLL_IGNORE_LOAD lifts that, so that the spin
     runs (and its CPU is counted) however busy the machine is."""
-    g.backend.stop()
-    sysfs = os.path.join(g.rundir, "sys")
-    g.start_backend(name="blkback-tree", sysfs=sysfs, extra=extra,
-                    env={"XBD_TEST_POLL_IGNORE_LOAD": "1"})
-    return sysfs
+    return g.restart_backend_with_tree(*extra, env={"XBD_TEST_POLL_IGNORE_LOAD": "1"})
 
 
 def vbd_stat(sysfs, name):

@@ -57,10 +57,7 @@ def shm_disk():
 
 
 def with_tree(g, *extra, queues=2):
-    g.backend.stop()
-    sysfs = os.path.join(g.rundir, "sys")
-    g.start_backend(name="blkback-tree", queues=queues, sysfs=sysfs, extra=extra)
-    return sysfs
+    return g.restart_backend_with_tree(*extra, queues=queues)
 
 
 def vbd_dir(g, vdev="xvdb"):
