@@ -66,8 +66,12 @@ static void usage(FILE *f)
 "  -h, --help               this text\n"
 "\n"
 "Tunables (Linux xen-blkback's names; Documentation/ABI/backend-tunables):\n");
-	for (int i = 0; i < TUN_COUNT; i++)
-		fprintf(f, "  --%s=N\n", tun_info(i)->name);
+	for (int i = 0; i < TUN_COUNT; i++) {
+		const struct tunable *t = tun_info(i);
+
+		fprintf(f, "  --%s=%s\n", t->name, t->type == TUN_UINT ? "N" :
+			t->type == TUN_BOOL ? "Y|N" : "Y|N|auto");
+	}
 	fprintf(f, "\nUnder valgrind io_wait_poll starts as Y: queue threads sleep in poll(2),\n"
 		   "not in io_uring_enter(2), which valgrind cannot follow.\n");
 	fprintf(f, "\nkill -USR1 writes every device's statistics to "
