@@ -72,7 +72,10 @@ struct fz_hdr {
 	uint8_t cfg1;         /* bit0 barrier, bit1 discard, bit2 secure,
 			       * bits3-4 sector size 512<<n, bits5-6 copy max,
 			       * bit7 max_persistent_grants 4 */
-	uint16_t max_indirect;/* % 1025, at most FZ_SLOT_SEGS / ring slots */
+	uint16_t max_indirect;/* bits 0-13 % 1025, at most FZ_SLOT_SEGS /
+			       * ring slots; bit14 the file is in memory
+			       * (mem_fs), bit15 sync_io (raw.c's system
+			       * calls on the queue thread, below) */
 	uint16_t disk_blocks; /* +1, logical blocks */
 	uint16_t nreq;        /* % (slots + 1), at most the slots written + 1;
 			       * bit15: raw req_prod delta (may overrun) */
@@ -515,6 +518,120 @@ int __wrap_ioctl(int fd, unsigned long req, ...)
 	return 0;
 }
 
+/*
+ * raw.c's sync_io path (a file in memory: preadv/pwritev, fdatasync and
+ * fallocate on the queue thread, answered before storage_submit returns)
+ * ends in these calls, wrapped with the SQE checks: only the disk fd,
+ * whole blocks inside the disk for the request (a call continuing a short
+ * transfer may start mid-block), every iovec in a granted page or a live
+ * bounce page.  The data calls share the SQEs' failure bits: a set bit
+ * makes a call move half of what it asked (at least a byte), so
+ * sync_rw's continuation of a short transfer (mid-segment too) runs; two
+ * set bits in a row at a call that continues one end it at the file's
+ * end (0 bytes: the request is answered -EIO).
+ */
+static bool sync_cont;               /* the last data call came short */
+
+static ssize_t sync_data(const struct iovec *v, int n, off_t off, bool into_memory)
+{
+	uint64_t total = 0;
+	unsigned int k;
+
+	CHECK(lim.sector_size && n >= 1 && n <= 1024);
+	CHECK(into_memory || !lim.read_only);
+	for (int i = 0; i < n; i++) {
+		if (sync_cont) {       /* may start inside a segment */
+			CHECK(v[i].iov_len > 0);
+			CHECK(!__asan_region_is_poisoned(v[i].iov_base, v[i].iov_len));
+		} else {
+			check_iov(&v[i], into_memory);
+		}
+		if (into_memory) {
+			((volatile uint8_t *)v[i].iov_base)[0] = 0xd5;
+			((volatile uint8_t *)v[i].iov_base)[v[i].iov_len - 1] = 0xd5;
+		}
+		total += v[i].iov_len;
+	}
+	CHECK(off >= 0 && (uint64_t)off < disk_bytes && total <= disk_bytes - (uint64_t)off);
+	if (!sync_cont)
+		check_extent((uint64_t)off, total);
+	k = data_sqes++ % 6;
+	if (!(io_fail_bits & (1u << k))) {
+		sync_cont = false;
+		return (ssize_t)total;
+	}
+	if (sync_cont && (io_fail_bits & (1u << ((k + 1) % 6)))) {
+		sync_cont = false;
+		return 0;
+	}
+	sync_cont = total > 1;
+	return (ssize_t)(total > 1 ? total / 2 : total);
+}
+
+/* Other descriptors (the queue's /proc/loadavg, io_uring.c machine_busy)
+ * go to the real calls. */
+ssize_t __real_preadv(int fd, const struct iovec *v, int n, off_t off);
+ssize_t __real_pwritev(int fd, const struct iovec *v, int n, off_t off);
+ssize_t __real_pread(int fd, void *b, size_t len, off_t off);
+ssize_t __real_pwrite(int fd, const void *b, size_t len, off_t off);
+int __real_fdatasync(int fd);
+int __real_fallocate(int fd, int mode, off_t off, off_t len);
+
+ssize_t __wrap_preadv(int fd, const struct iovec *v, int n, off_t off)
+{
+	if (fd != disk_fd)
+		return __real_preadv(fd, v, n, off);
+	return sync_data(v, n, off, true);
+}
+
+ssize_t __wrap_pwritev(int fd, const struct iovec *v, int n, off_t off)
+{
+	if (fd != disk_fd)
+		return __real_pwritev(fd, v, n, off);
+	return sync_data(v, n, off, false);
+}
+
+ssize_t __wrap_pread(int fd, void *b, size_t len, off_t off)
+{
+	struct iovec v = { b, len };
+
+	if (fd != disk_fd)
+		return __real_pread(fd, b, len, off);
+	CHECK(sync_cont);            /* only the rest of a segment */
+	return sync_data(&v, 1, off, true);
+}
+
+ssize_t __wrap_pwrite(int fd, const void *b, size_t len, off_t off)
+{
+	struct iovec v = { (void *)b, len };
+
+	if (fd != disk_fd)
+		return __real_pwrite(fd, b, len, off);
+	CHECK(sync_cont);
+	return sync_data(&v, 1, off, false);
+}
+
+static bool disk_mem_fs;
+
+int __wrap_fdatasync(int fd)
+{
+	if (fd != disk_fd)
+		return __real_fdatasync(fd);
+	/* noop_fsync: raw.c must not call it for a file in memory */
+	CHECK(!lim.read_only && !disk_mem_fs);
+	return 0;
+}
+
+int __wrap_fallocate(int fd, int mode, off_t off, off_t len)
+{
+	if (fd != disk_fd)
+		return __real_fallocate(fd, mode, off, len);
+	CHECK(!lim.read_only && lim.discard && !disk_blkdev);
+	CHECK(mode == STORAGE_PUNCH_MODE && off >= 0 && len >= 0);
+	check_extent((uint64_t)off, (uint64_t)len);
+	return 0;
+}
+
 /* ---- event channel stub ------------------------------------------------- */
 
 static unsigned int acks;
@@ -679,13 +796,15 @@ static void set_limits(const struct fz_hdr *h, unsigned int nr_ents)
 		.barrier = h->cfg1 & 1,
 		.discard = h->cfg1 & 2,
 		.discard_secure = h->cfg1 & 4,
-		.max_indirect_segs = h->max_indirect % 1025u,
+		.max_indirect_segs = (h->max_indirect & 0x3fffu) % 1025u,
 	};
 	if (nr_ents > 32 && lim.max_indirect_segs > FZ_SLOT_SEGS / nr_ents)
 		lim.max_indirect_segs = FZ_SLOT_SEGS / nr_ents;
 	lim.sectors = ((uint64_t)h->disk_blocks + 1) * (lim.sector_size >> 9);
 	disk_bytes = lim.sectors << 9;
 	disk_blkdev = h->cfg0 & 0x20;
+	disk_mem_fs = h->max_indirect & 0x4000;
+	sync_cont = false;
 	g_granted = h->granted;
 	g_readonly = h->readonly;
 	set_tunables(h->cfg1);
@@ -937,7 +1056,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 			       .read_only = lim.read_only, .size = disk_bytes,
 			       .logical_block = lim.sector_size,
 			       .physical_block = lim.sector_size,
-			       .discard = lim.discard, .discard_secure = lim.discard_secure };
+			       .discard = lim.discard, .discard_secure = lim.discard_secure,
+			       .sync_io = h.max_indirect & 0x8000, .mem_fs = disk_mem_fs };
 	CHECK(ring_attach(&r, ring_mem, order, abi) == 0);
 	start = r.req_cons;
 	gnt_xport_init(&x, &fz_gt, FZ_FRONTEND, h.cfg0 & 0x10);

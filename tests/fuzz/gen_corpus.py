@@ -123,6 +123,18 @@ def be_request_seeds():
                                                   barrier=False, discard=False,
                                                   max_ind=0)))
         seeds.append((f"{a}-ungranted", be_input(direct, x32=x32, granted=0x5)))
+        # raw.c's sync_io path (max_ind bit 15; bit 14: a file in memory),
+        # with short transfers (failure bits 0 and 3) and one at the end
+        # of the file (bits 2 and 3 after a short one at bit 1)
+        seeds.append((f"{a}-sync", be_input(direct, x32=x32, max_ind=256 | 0x8000)))
+        seeds.append((f"{a}-sync-memfs-short", be_input(
+            direct, x32=x32, max_ind=256 | 0xc000, rounds=(0b1001 << 2))))
+        seeds.append((f"{a}-sync-eof", be_input(
+            direct, x32=x32, max_ind=256 | 0x8000, rounds=(0b1110 << 2))))
+        segs = b"".join(seg(1 + (i % 8), 1, 6) for i in range(40))
+        seeds.append((f"{a}-sync-indirect", be_input(
+            [be_indirect(x32, READ, 40, 20, 0, [9])], x32=x32,
+            pages=b"\x55" * (9 * 4096) + segs, max_ind=1024 | 0x8000, rounds=(0b1 << 2))))
     return seeds
 
 
