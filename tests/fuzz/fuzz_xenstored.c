@@ -6,9 +6,9 @@
  * The daemon's files (every xenstore/ source but main.c, whose only shared
  * definition, epoll_fd, is given here) are linked as they are.  Each input
  * starts a fresh store (db_init), introduces domain 1 (as the toolstack
- * does before the guest connects) and opens two connections with
- * socketpairs, exactly as accept() would: a privileged one (domain 0) and
- * an unprivileged one (domain 1).  The input is a series of chunks; each
+ * does before the guest connects) and opens two connections on in-memory
+ * socket pairs (below), as accept() would: a privileged one (domain 0)
+ * and an unprivileged one (domain 1).  The input is a series of chunks; each
  * is written to one connection's socket and the daemon's own handlers run
  * (conn_handle, conn_run_backlog, conn_reap) as its epoll loop would.  A
  * chunk is either raw bytes (any framing, any header) or one message
@@ -64,7 +64,6 @@ struct fz_chunk {
 struct side {
 	struct conn *c;        /* the daemon's end; NULL when closed */
 	int peer;              /* our end */
-	size_t unread;         /* bytes the daemon sent that we have not read */
 	uint8_t buf[2 * (XS_HDR_SIZE + XS_MAX_PAYLOAD)];
 	size_t have;
 };
@@ -72,23 +71,163 @@ struct side {
 static struct side sides[2];
 
 /*
- * What the daemon sends (conn.c conn_flush, its only send) is counted per
- * connection (send is wrapped, -Wl,--wrap=send), so the harness reads a
- * socket only when something is there: a recv that would only say EAGAIN
- * was a third of the system calls per input.  Every other send (ours)
- * goes straight through.
+ * The connections are in-memory sockets (no system call per input for
+ * them): a pair of descriptors from a range no real descriptor reaches,
+ * each end with an inbox of FZ_SOCK_CAP bytes, and the calls the daemon
+ * makes on a connection (conn.c: send, recv, close, epoll_ctl) wrapped
+ * (-Wl,--wrap) to serve them with an AF_UNIX stream socket's semantics:
+ * a send takes what fits in the peer's inbox (EAGAIN when none does,
+ * EPIPE once the peer closed), a recv what is there (0 once the peer
+ * closed and the inbox is empty, EAGAIN before), a close ends the peer's
+ * stream and drops the descriptor from the epoll set; readiness is level
+ * triggered, EPOLLIN for data or a closed peer, EPOLLOUT while the peer's
+ * inbox has room, EPOLLHUP once the peer closed.  daemon_turn asks these
+ * sockets what is ready, as epoll_wait would.  Every other descriptor
+ * (domain 1's listening socket, the fuzzer's own files) goes to the
+ * real calls.  The sockets are free at the end of every input (checked).
  */
+#define FZ_SOCK_BASE 0x7f000000
+#define FZ_SOCKS 8
+#define FZ_SOCK_CAP 65536u
+
+struct fsock {
+	bool open;
+	bool peer_gone;        /* the other end was closed */
+	bool registered;       /* in the daemon's epoll set */
+	uint32_t events;
+	void *ptr;             /* epoll data */
+	int peer;              /* index of the other end */
+	size_t head, len;      /* inbox: buf[head .. head + len) */
+	uint8_t buf[FZ_SOCK_CAP];
+};
+static struct fsock socks[FZ_SOCKS];
+
+static struct fsock *fsock_of(int fd)
+{
+	if (fd < FZ_SOCK_BASE || fd >= FZ_SOCK_BASE + FZ_SOCKS)
+		return NULL;
+	CHECK(socks[fd - FZ_SOCK_BASE].open);     /* no use after close */
+	return &socks[fd - FZ_SOCK_BASE];
+}
+
+static void fsock_pair(int sv[2])
+{
+	int n = 0;
+
+	for (int i = 0; i < FZ_SOCKS && n < 2; i++)
+		if (!socks[i].open)
+			sv[n++] = i;
+	CHECK(n == 2);
+	for (int k = 0; k < 2; k++) {
+		struct fsock *f = &socks[sv[k]];
+
+		f->open = true;
+		f->peer_gone = f->registered = false;
+		f->head = f->len = 0;
+		f->peer = sv[!k];
+	}
+	sv[0] += FZ_SOCK_BASE;
+	sv[1] += FZ_SOCK_BASE;
+}
+
+static uint32_t fsock_ready(const struct fsock *f)
+{
+	uint32_t ev = 0;
+
+	if ((f->events & EPOLLIN) && (f->len || f->peer_gone))
+		ev |= EPOLLIN;
+	if ((f->events & EPOLLOUT) && (f->peer_gone || socks[f->peer].len < FZ_SOCK_CAP))
+		ev |= EPOLLOUT;
+	if (f->peer_gone)
+		ev |= EPOLLHUP;
+	return ev;
+}
+
 ssize_t __real_send(int fd, const void *buf, size_t len, int flags);
+ssize_t __real_recv(int fd, void *buf, size_t len, int flags);
+int __real_close(int fd);
+int __real_epoll_ctl(int epfd, int op, int fd, struct epoll_event *ev);
 
 ssize_t __wrap_send(int fd, const void *buf, size_t len, int flags)
 {
-	ssize_t n = __real_send(fd, buf, len, flags);
+	struct fsock *f = fsock_of(fd), *p;
+	size_t k;
 
-	for (int i = 0; n > 0 && i < 2; i++)
-		if (sides[i].c && sides[i].c->fd == fd)
-			sides[i].unread += (size_t)n;
-	return n;
+	if (!f)
+		return __real_send(fd, buf, len, flags);
+	CHECK(flags & MSG_DONTWAIT);   /* nothing may block */
+	if (f->peer_gone) {
+		errno = EPIPE;
+		return -1;
+	}
+	p = &socks[f->peer];
+	if (p->len == FZ_SOCK_CAP) {
+		errno = EAGAIN;
+		return -1;
+	}
+	if (p->head + p->len + len > FZ_SOCK_CAP) {
+		memmove(p->buf, p->buf + p->head, p->len);
+		p->head = 0;
+	}
+	k = len < FZ_SOCK_CAP - p->len ? len : FZ_SOCK_CAP - p->len;
+	memcpy(p->buf + p->head + p->len, buf, k);
+	p->len += k;
+	return (ssize_t)k;
 }
+
+ssize_t __wrap_recv(int fd, void *buf, size_t len, int flags)
+{
+	struct fsock *f = fsock_of(fd);
+	size_t k;
+
+	if (!f)
+		return __real_recv(fd, buf, len, flags);
+	CHECK(flags & MSG_DONTWAIT);
+	if (!f->len) {
+		if (f->peer_gone)
+			return 0;
+		errno = EAGAIN;
+		return -1;
+	}
+	k = len < f->len ? len : f->len;
+	memcpy(buf, f->buf + f->head, k);
+	f->head += k;
+	f->len -= k;
+	if (!f->len)
+		f->head = 0;
+	return (ssize_t)k;
+}
+
+int __wrap_close(int fd)
+{
+	struct fsock *f = fsock_of(fd);
+
+	if (!f)
+		return __real_close(fd);
+	f->open = f->registered = false;
+	socks[f->peer].peer_gone = true;
+	return 0;
+}
+
+int __wrap_epoll_ctl(int epfd, int op, int fd, struct epoll_event *ev)
+{
+	struct fsock *f = fsock_of(fd);
+
+	if (!f)
+		return __real_epoll_ctl(epfd, op, fd, ev);
+	CHECK(epfd == epoll_fd);
+	if ((op == EPOLL_CTL_ADD) == f->registered) {
+		errno = f->registered ? EEXIST : ENOENT;
+		return -1;
+	}
+	f->registered = op != EPOLL_CTL_DEL;
+	if (f->registered) {
+		f->events = ev->events;
+		f->ptr = ev->data.ptr;
+	}
+	return 0;
+}
+
 static struct quotas quota_default;
 static struct perm intro_default[8], release_default[8];
 static uint32_t nintro_default, nrelease_default;
@@ -124,14 +263,13 @@ static void check_msg(const struct xsd_sockmsg *h, const uint8_t *body)
 /* Read what the daemon sent on this side and check its framing. */
 static void drain(struct side *s)
 {
-	while (s->unread) {
+	while (fsock_of(s->peer)->len) {
 		ssize_t n = recv(s->peer, s->buf + s->have, sizeof(s->buf) - s->have,
 				 MSG_DONTWAIT);
 		struct xsd_sockmsg h;
 		size_t used = 0;
 
-		CHECK(n > 0 && (size_t)n <= s->unread);   /* what it sent is there */
-		s->unread -= (size_t)n;
+		CHECK(n > 0);
 		s->have += (size_t)n;
 		while (s->have - used >= XS_HDR_SIZE) {
 			memcpy(&h, s->buf + used, XS_HDR_SIZE);
@@ -152,13 +290,12 @@ static void side_open(struct side *s, bool priv)
 {
 	int sv[2];
 
-	CHECK(socketpair(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0, sv) == 0);
+	fsock_pair(sv);
 	CHECK(conn_new(sv[0], priv ? 0 : FZ_GUEST, priv) == 0);
 	s->c = conns;          /* conn_new puts it at the head */
 	CHECK(s->c->fd == sv[0]);
 	s->peer = sv[1];
 	s->have = 0;
-	s->unread = 0;
 }
 
 static void side_close(struct side *s)
@@ -175,12 +312,15 @@ static void side_close(struct side *s)
 static void daemon_turn(bool read_replies)
 {
 	for (int k = 0; k < 4; k++) {
-		struct epoll_event evs[8];
-		int n = epoll_wait(epoll_fd, evs, 8, 0);
+		struct { void *ptr; uint32_t events; } evs[FZ_SOCKS];
+		int n = 0;
 
+		for (int j = 0; j < FZ_SOCKS; j++)
+			if (socks[j].open && socks[j].registered && fsock_ready(&socks[j]))
+				evs[n++] = (typeof(evs[0])){ socks[j].ptr, fsock_ready(&socks[j]) };
 		for (int e = 0; e < n; e++)
 			for (int i = 0; i < 2; i++)
-				if (sides[i].c && evs[e].data.ptr == sides[i].c)
+				if (sides[i].c && evs[e].ptr == sides[i].c)
 					conn_handle(sides[i].c, evs[e].events);
 		bool more = conn_run_backlog();
 		for (int i = 0; i < 2; i++) {
@@ -318,6 +458,8 @@ static void stop(void)
 	check_store();
 	domain_shutdown();
 	db_destroy();
+	for (int i = 0; i < FZ_SOCKS; i++)
+		CHECK(!socks[i].open);     /* every connection closed */
 }
 
 /* ---- one input ---------------------------------------------------------- */
