@@ -179,13 +179,16 @@ static void do_copy(const struct fz_op *o)
 {
 	static uint8_t buf[XBD_PAGE_SIZE];
 	struct xbd_gnttab_copy_seg s = { .flags = o->a & 3 };
-	bool to_grant = o->a & 2, from_grant = o->a & 1;
+	bool to_grant, from_grant;
 	xbd_domid_t dom = (o->a & 8) ? (xbd_domid_t)(o->val >> 48) : FZ_GUEST;
 	xbd_grant_ref_t ref = (o->a & 0x80) ? o->b : o->b % FZ_REFS;
 	uint16_t off = (uint16_t)o->val, len = (uint16_t)(o->val >> 16);
 
 	if (o->a & 0x40)
 		s.flags = (uint16_t)(o->val >> 32);      /* any flags */
+	/* what the copy does is what its flags say, not the op's bits */
+	to_grant = s.flags & XBD_GNTCOPY_dest_gref;
+	from_grant = s.flags & XBD_GNTCOPY_source_gref;
 	if (!(s.flags & XBD_GNTCOPY_source_gref) || !(s.flags & XBD_GNTCOPY_dest_gref))
 		len %= XBD_PAGE_SIZE + 1;        /* our side is one page */
 	if (s.flags & XBD_GNTCOPY_source_gref)
