@@ -41,6 +41,7 @@
 #include <string.h>
 #include <sys/epoll.h>
 #include <sys/socket.h>
+#include <sys/un.h>
 #include <unistd.h>
 
 #include "xenstore/xenstored.h"
@@ -86,12 +87,16 @@ static struct side sides[2];
  * (domain 1's listening socket, the fuzzer's own files) goes to the
  * real calls.  The sockets are free at the end of every input (checked).
  */
+static char rundir_buf[64];
+
 #define FZ_SOCK_BASE 0x7f000000
-#define FZ_SOCKS 8
+#define FZ_SOCKS 16
 #define FZ_SOCK_CAP 65536u
 
 struct fsock {
 	bool open;
+	bool listener;         /* a listening socket: no peer, never ready */
+	char path[108];        /* the listener's bound name ("" if none) */
 	bool peer_gone;        /* the other end was closed */
 	bool registered;       /* in the daemon's epoll set */
 	uint32_t events;
@@ -122,6 +127,7 @@ static void fsock_pair(int sv[2])
 		struct fsock *f = &socks[sv[k]];
 
 		f->open = true;
+		f->listener = false;
 		f->peer_gone = f->registered = false;
 		f->head = f->len = 0;
 		f->peer = sv[!k];
@@ -205,8 +211,97 @@ int __wrap_close(int fd)
 	if (!f)
 		return __real_close(fd);
 	f->open = f->registered = false;
-	socks[f->peer].peer_gone = true;
+	if (!f->listener)
+		socks[f->peer].peer_gone = true;
 	return 0;
+}
+
+/*
+ * Domain 1's listening socket (domain.c listener_open/listener_close, per
+ * input: the guest's domain is introduced and released by every input) is
+ * one too: socket, bind, listen and lchown of its name, and the unlink of
+ * the name it was bound to, are answered here; nobody connects to it
+ * (the harness opens domain 1's connection as accept would).  The checks
+ * before (socket_owner's lstat of the directory, its mkdir) and the
+ * removal of a stale name before the bind stay real, and so does every
+ * socket past FZ_SOCKS (an input may introduce many domains).
+ */
+int __real_socket(int domain, int type, int protocol);
+int __real_bind(int fd, const struct sockaddr *sa, socklen_t len);
+int __real_listen(int fd, int backlog);
+int __real_lchown(const char *path, uid_t uid, gid_t gid);
+int __real_unlink(const char *path);
+
+int __wrap_socket(int domain, int type, int protocol)
+{
+	if (domain != AF_UNIX)
+		return __real_socket(domain, type, protocol);
+	CHECK((type & ~(SOCK_NONBLOCK | SOCK_CLOEXEC)) == SOCK_STREAM);
+	for (int i = 0; i < FZ_SOCKS; i++) {
+		if (socks[i].open)
+			continue;
+		socks[i].open = socks[i].listener = true;
+		socks[i].peer_gone = socks[i].registered = false;
+		socks[i].path[0] = 0;
+		socks[i].len = socks[i].head = 0;
+		socks[i].peer = -1;
+		return FZ_SOCK_BASE + i;
+	}
+	/* More domains than that introduced: real sockets for the rest. */
+	return __real_socket(domain, type, protocol);
+}
+
+static struct fsock *bound(const char *path)
+{
+	for (int i = 0; i < FZ_SOCKS; i++)
+		if (socks[i].open && socks[i].listener && !strcmp(socks[i].path, path))
+			return &socks[i];
+	return NULL;
+}
+
+int __wrap_bind(int fd, const struct sockaddr *sa, socklen_t len)
+{
+	struct fsock *f = fsock_of(fd);
+	const struct sockaddr_un *un = (const void *)sa;
+
+	if (!f)
+		return __real_bind(fd, sa, len);
+	CHECK(f->listener && !f->path[0] && un->sun_family == AF_UNIX);
+	CHECK(un->sun_path[0] && strlen(un->sun_path) < sizeof(f->path));
+	if (bound(un->sun_path)) {
+		errno = EADDRINUSE;
+		return -1;
+	}
+	strcpy(f->path, un->sun_path);
+	return 0;
+}
+
+int __wrap_listen(int fd, int backlog)
+{
+	struct fsock *f = fsock_of(fd);
+
+	if (!f)
+		return __real_listen(fd, backlog);
+	CHECK(f->listener && f->path[0] && backlog > 0);
+	return 0;
+}
+
+int __wrap_lchown(const char *path, uid_t uid, gid_t gid)
+{
+	if (!bound(path))
+		return __real_lchown(path, uid, gid);
+	return 0;
+}
+
+int __wrap_unlink(const char *path)
+{
+	struct fsock *f = bound(path);
+
+	if (f) {
+		f->path[0] = 0;
+		return 0;
+	}
+	return __real_unlink(path);
 }
 
 int __wrap_epoll_ctl(int epfd, int op, int fd, struct epoll_event *ev)
@@ -231,7 +326,6 @@ int __wrap_epoll_ctl(int epfd, int op, int fd, struct epoll_event *ev)
 static struct quotas quota_default;
 static struct perm intro_default[8], release_default[8];
 static uint32_t nintro_default, nrelease_default;
-static char rundir_buf[64];
 
 /* ---- replies ---------------------------------------------------------- */
 
