@@ -25,6 +25,14 @@
  * fsync is noop_fsync).  A page of such a file that is in swap stalls the
  * queue (only it) while it is read back.  sync_io=1 does the same for any
  * raw target, with the same bound: the queue waits for every request.
+ *
+ * One queue thread is then one CPU's worth of copies, so each sync_io
+ * queue has one helper thread ("Deep batches" below): reads and writes
+ * are deferred until the loop has taken what its ring held (commit);
+ * a batch of at least sync_io_batch of them is shared between the two
+ * threads, each taking the next request in ring order, and answered by
+ * the queue thread in ring order once both are done.  A smaller batch
+ * (QD1) is served by the queue thread alone, as before.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -38,10 +46,16 @@
 #include <linux/fs.h>
 #include <linux/magic.h>
 
+#include <limits.h>
+#include <pthread.h>
 #include <stdlib.h>
+#include <time.h>
 #include <liburing.h>
+#include <linux/futex.h>
+#include <sys/syscall.h>
 
 #include "backend/storage/storage.h"
+#include "backend/tunables.h"
 
 /* A decimal number from /sys/dev/block/M:m/<name>; 0 when unreadable. */
 static uint64_t sysfs_u64(dev_t rdev, const char *name)
@@ -240,19 +254,270 @@ int storage_discard(const struct storage *s, uint64_t off, uint64_t len,
 
 /* ---- queue side ---------------------------------------------------------- */
 
+/*
+ * Deep batches (sync_io): the queue's helper thread.
+ *
+ * Requests are numbered (seq, 32 bits, wrapping) as submit() defers
+ * them; item seq % depth holds one.  Three counters order the sharing:
+ *   published  items [.., published) are filled in (queue thread only);
+ *   offered    the helper may take items below it (queue thread, release
+ *              store; raised to published once the batch reaches
+ *              sync_io_batch, so a shallow batch is never offered);
+ *   claimed    the next item to serve: either thread takes item c by
+ *              moving claimed from c to c + 1 (compare-and-swap), the
+ *              helper only while c < offered, the queue thread while
+ *              c < published; the counters only grow, so a stale c fails.
+ * The helper counts what it finished in hdone (release); at commit the
+ * queue thread serves items until none is left, waits until hdone has
+ * every item the helper took (spinning briefly, then on the futex),
+ * then answers the batch in ring order.  Only then is an item's slot
+ * filled again, so the two never touch one item at once: the helper
+ * reads the request and writes res of the items it took, the queue
+ * thread everything else.
+ *
+ * The helper sleeps on the futex wake (sleeping set) and the queue
+ * thread wakes it when it offers items (one futex_wake per sleep);
+ * after serving, it spins up to HELPER_SPIN_NS on offered (the next
+ * batch of a busy queue comes within a few microseconds) and not at
+ * all while every CPU is wanted would be better still; it stops when
+ * stop is set (queue_close, nothing in flight).
+ *
+ * Lifetimes: the helper is made by queue_open and joined by
+ * queue_close, both on the queue thread; items and counters live in
+ * the struct storage_queue, which outlives it.
+ */
+#define HELPER_SPIN_NS 20000u
+#define JOIN_SPIN 4096u
+
+struct sync_item {                /* a deferred read or write */
+	const struct iovec *iov;
+	unsigned int iovcnt;
+	bool write;
+	uint64_t off, tag;
+	int res;                  /* bytes moved or -errno; by its server */
+};
+
 struct storage_queue {
 	const struct storage *s;
 	struct io_uring *uring;
+	struct storage_loop loop;
+	/* sync_io only (items NULL otherwise) */
+	struct sync_item *items;
+	unsigned int depth;
+	uint32_t start;           /* queue thread: the batch's first item */
+	uint32_t published;       /* queue thread only */
+	uint32_t mine;            /* queue thread: items it served, ever */
+	bool helper_up;
+	pthread_t helper;
+	/* shared (atomics; see above), a cache line per writer */
+	_Alignas(64) uint32_t offered;   /* queue thread */
+	uint32_t stop;
+	_Alignas(64) uint32_t claimed;   /* both */
+	_Alignas(64) uint32_t hdone;     /* helper */
+	uint32_t sleeping;               /* helper sets, queue thread clears */
+	uint32_t wake, joining;
 };
+
+static uint32_t ld(const uint32_t *p)
+{
+	return __atomic_load_n(p, __ATOMIC_ACQUIRE);
+}
+
+static void futex_wait(uint32_t *word, uint32_t val)
+{
+	syscall(SYS_futex, word, FUTEX_WAIT_PRIVATE, val, NULL, NULL, 0);
+}
+
+static void futex_wake(uint32_t *word)
+{
+	syscall(SYS_futex, word, FUTEX_WAKE_PRIVATE, INT_MAX, NULL, NULL, 0);
+}
+
+static uint64_t mono_ns(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+static int64_t sync_rw(int fd, bool write, const struct iovec *iov,
+		       unsigned int n, uint64_t off);
+
+/* Take the next item if it is below limit: true, and *c is it. */
+static bool claim(struct storage_queue *q, uint32_t limit, uint32_t *c)
+{
+	*c = ld(&q->claimed);
+	do {
+		if ((int32_t)(limit - *c) <= 0)
+			return false;
+	} while (!__atomic_compare_exchange_n(&q->claimed, c, *c + 1, false,
+					      __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE));
+	return true;
+}
+
+static inline void cpu_relax(void)
+{
+#if defined(__x86_64__) || defined(__i386__)
+	__builtin_ia32_pause();
+#elif defined(__aarch64__)
+	__asm__ __volatile__("yield" ::: "memory");
+#endif
+}
+
+static void serve(struct storage_queue *q, uint32_t c)
+{
+	struct sync_item *it = &q->items[c % q->depth];
+	int64_t res = sync_rw(q->s->fd, it->write, it->iov, it->iovcnt, it->off);
+
+	it->res = res > INT_MAX ? -EIO : (int)res;
+}
+
+static bool helper_has_work(struct storage_queue *q)
+{
+	return (int32_t)(ld(&q->offered) - ld(&q->claimed)) > 0;
+}
+
+static void *helper_main(void *arg)
+{
+	struct storage_queue *q = arg;
+	uint32_t c;
+
+	while (!ld(&q->stop)) {
+		if (claim(q, ld(&q->offered), &c)) {
+			serve(q, c);
+			__atomic_fetch_add(&q->hdone, 1, __ATOMIC_SEQ_CST);
+			if (__atomic_load_n(&q->joining, __ATOMIC_SEQ_CST))
+				futex_wake(&q->hdone);
+			continue;
+		}
+		uint64_t t0 = mono_ns();
+		unsigned int i = 0;
+		while (!helper_has_work(q) && !ld(&q->stop) &&
+		       ((++i & 63) || mono_ns() - t0 < HELPER_SPIN_NS))
+			cpu_relax();
+		if (helper_has_work(q))
+			continue;
+		uint32_t w = ld(&q->wake);
+		__atomic_store_n(&q->sleeping, 1, __ATOMIC_SEQ_CST);
+		if (!helper_has_work(q) && !__atomic_load_n(&q->stop, __ATOMIC_SEQ_CST))
+			futex_wait(&q->wake, w);
+		__atomic_store_n(&q->sleeping, 0, __ATOMIC_SEQ_CST);
+	}
+	return NULL;
+}
+
+static void wake_helper(struct storage_queue *q)
+{
+	if (__atomic_load_n(&q->sleeping, __ATOMIC_SEQ_CST) &&
+	    __atomic_exchange_n(&q->sleeping, 0, __ATOMIC_SEQ_CST)) {
+		__atomic_fetch_add(&q->wake, 1, __ATOMIC_SEQ_CST);
+		futex_wake(&q->wake);
+	}
+}
+
+/* The queue thread waits until the helper finished the n it took. */
+static void join_helper(struct storage_queue *q, uint32_t n)
+{
+	uint32_t v;
+
+	for (unsigned int i = 0; (v = ld(&q->hdone)) != n; i++) {
+		if (i < JOIN_SPIN) {
+			cpu_relax();
+			continue;
+		}
+		__atomic_store_n(&q->joining, 1, __ATOMIC_SEQ_CST);
+		if (__atomic_load_n(&q->hdone, __ATOMIC_SEQ_CST) != n)
+			futex_wait(&q->hdone, v);
+		__atomic_store_n(&q->joining, 0, __ATOMIC_SEQ_CST);
+	}
+}
+
+static int start_helper(struct storage_queue *q, unsigned int depth)
+{
+	q->items = calloc(depth, sizeof(*q->items));
+	if (!q->items)
+		return -ENOMEM;
+	q->depth = depth;
+	if (pthread_create(&q->helper, NULL, helper_main, q)) {
+		free(q->items);       /* no helper: the queue thread does all */
+		q->items = NULL;
+		return 0;
+	}
+	q->helper_up = true;
+	return 0;
+}
+
+static void stop_helper(struct storage_queue *q)
+{
+	if (q->helper_up) {
+		__atomic_store_n(&q->stop, 1, __ATOMIC_SEQ_CST);
+		__atomic_fetch_add(&q->wake, 1, __ATOMIC_SEQ_CST);
+		futex_wake(&q->wake);
+		pthread_join(q->helper, NULL);
+	}
+	q->helper_up = false;
+	free(q->items);
+	q->items = NULL;
+}
+
+/* Defer a read or write of a sync_io queue (queue thread). */
+static int defer_rw(struct storage_queue *q, const struct storage_req *r)
+{
+	struct sync_item *it = &q->items[q->published % q->depth];
+	uint64_t batch = tun_get(TUN_SYNC_IO_BATCH);
+
+	*it = (struct sync_item){ r->iov, r->iovcnt, r->op == STORAGE_WRITE,
+				  r->off, r->tag, 0 };
+	q->published++;
+	if (batch && q->published - q->start >= batch) {
+		__atomic_store_n(&q->offered, q->published, __ATOMIC_SEQ_CST);
+		wake_helper(q);
+	}
+	return STORAGE_QUEUED;
+}
+
+/* Serve the deferred batch and answer it in ring order; again while
+ * answering let more come (a barrier that waited for the drain). */
+static void raw_commit(struct storage_queue *q)
+{
+	uint32_t c, n, helped;
+
+	while (q->items && q->published != q->start) {
+		uint32_t from = q->start, to = q->published;
+
+		n = 0;
+		while (claim(q, to, &c)) {
+			serve(q, c);
+			n++;
+		}
+		q->mine += n;
+		helped = (to - from) - n;
+		/* every item up to 'to' is claimed: the helper's are its
+		 * total so far, all of them counted in hdone when done */
+		join_helper(q, to - q->mine);
+		q->start = to;
+		__atomic_store_n(&q->offered, to, __ATOMIC_RELEASE);
+		if (helped && q->loop.helped)
+			__atomic_store_n(q->loop.helped,
+					 __atomic_load_n(q->loop.helped, __ATOMIC_RELAXED) + helped,
+					 __ATOMIC_RELAXED);
+		for (uint32_t i = from; i != to; i++) {
+			const struct sync_item *it = &q->items[i % q->depth];
+
+			q->loop.complete(q->loop.ctx, it->tag, it->res);
+		}
+	}
+}
 
 static int raw_queue_open(const struct storage *s, unsigned int index,
 			  unsigned int depth, const struct storage_loop *loop,
 			  struct storage_queue **out)
 {
 	struct storage_queue *q;
+	int rc = 0;
 
 	(void)index;
-	(void)depth;
 	if (!loop->uring)
 		return -EINVAL;
 	q = calloc(1, sizeof(*q));
@@ -260,12 +525,20 @@ static int raw_queue_open(const struct storage *s, unsigned int index,
 		return -ENOMEM;
 	q->s = s;
 	q->uring = loop->uring;
+	q->loop = *loop;
+	if (s->sync_io && depth)
+		rc = start_helper(q, depth);
+	if (rc) {
+		free(q);
+		return rc;
+	}
 	*out = q;
 	return 0;
 }
 
 static void raw_queue_close(struct storage_queue *q)
 {
+	stop_helper(q);
 	free(q);
 }
 
@@ -350,6 +623,8 @@ static int raw_submit(struct storage_queue *q, const struct storage_req *r)
 		return storage_discard(s, r->off, r->len, r->op == STORAGE_DISCARD_SECURE);
 	if (r->op == STORAGE_DISCARD_SECURE)
 		return -EOPNOTSUPP;
+	if (s->sync_io && q->items && (r->op == STORAGE_READ || r->op == STORAGE_WRITE))
+		return defer_rw(q, r);
 	if (s->sync_io)
 		return sync_submit(s, r);
 	sqe = io_uring_get_sqe(q->uring);
@@ -383,5 +658,6 @@ const struct storage_driver storage_raw_driver = {
 	.queue_open = raw_queue_open,
 	.queue_close = raw_queue_close,
 	.submit = raw_submit,
+	.commit = raw_commit,
 	.get_size = raw_get_size,
 };
