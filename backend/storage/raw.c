@@ -278,9 +278,8 @@ int storage_discard(const struct storage *s, uint64_t off, uint64_t len,
  * The helper sleeps on the futex wake (sleeping set) and the queue
  * thread wakes it when it offers items (one futex_wake per sleep);
  * after serving, it spins up to HELPER_SPIN_NS on offered (the next
- * batch of a busy queue comes within a few microseconds) and not at
- * all while every CPU is wanted would be better still; it stops when
- * stop is set (queue_close, nothing in flight).
+ * batch of a busy queue comes within a few microseconds), then sleeps;
+ * it ends when stop is set (queue_close, nothing in flight).
  *
  * Lifetimes: the helper is made by queue_open and joined by
  * queue_close, both on the queue thread; items and counters live in
