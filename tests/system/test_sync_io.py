@@ -199,7 +199,7 @@ def test_helper_takes_deep_batches(guest, shm_disk, batch):
         assert echo(guest, BATCH, bad) == errno.EINVAL, bad
         assert cat(guest, BATCH) == f"{batch}\n", bad
     guest.attach(shm_disk)
-    c, out = fio_counting(guest, "--rw=randwrite", "--bs=4k", "--iodepth=64",
+    c, out = fio_counting(guest, "--thread", "--rw=randwrite", "--bs=4k", "--iodepth=64",
                           "--iodepth_batch_submit=64", "--size=8M",
                           "--verify=crc32c", "--do_verify=1", "--verify_fatal=1")
     assert out["write"]["io_kbytes"] == 8192 and out["read"]["io_kbytes"] == 8192, out
@@ -209,7 +209,7 @@ def test_helper_takes_deep_batches(guest, shm_disk, batch):
         assert c["helper_req"] == 0, c
     else:
         assert 0 < c["helper_req"] <= c["wr_req"] + c["rd_req"], c
-    c, out = fio_counting(guest, "--rw=randread", "--bs=4k", "--iodepth=1",
+    c, out = fio_counting(guest, "--thread", "--rw=randread", "--bs=4k", "--iodepth=1",
                           "--size=8M", "--io_size=2M")
     assert (c["rd_req"], c["errors"], c["helper_req"]) == (512, 0, 0), c
 
@@ -222,11 +222,11 @@ def test_helper_failures_are_its_requests(guest, shm_disk):
     the other)."""
     with_tree(guest, "--sync_io=Y", "--sync_io_batch=8", queues=1)
     guest.attach(shm_disk)
-    c, _ = fio_counting(guest, "--rw=write", "--bs=4k", "--iodepth=64",
+    c, _ = fio_counting(guest, "--thread", "--rw=write", "--bs=4k", "--iodepth=64",
                         "--size=8M", "--verify=crc32c", "--do_verify=0")
     assert c["errors"] == 0, c
     os.truncate(shm_disk, 4 * MiB)
-    c, out = fio_counting(guest, "--rw=read", "--bs=4k", "--iodepth=64",
+    c, out = fio_counting(guest, "--thread", "--rw=read", "--bs=4k", "--iodepth=64",
                           "--iodepth_batch_submit=64", "--size=8M",
                           "--verify=crc32c", "--verify_only",
                           "--continue_on_error=io", ok=False)
