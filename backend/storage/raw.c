@@ -286,7 +286,7 @@ int storage_discard(const struct storage *s, uint64_t off, uint64_t len,
  * the struct storage_queue, which outlives it.
  */
 #define HELPER_SPIN_NS 20000u
-#define JOIN_SPIN 4096u
+#define JOIN_SPIN_NS 10000u
 
 struct sync_item {                /* a deferred read or write */
 	const struct iovec *iov;
@@ -308,6 +308,11 @@ struct storage_queue {
 	uint32_t mine;            /* queue thread: items it served, ever */
 	bool helper_up;
 	pthread_t helper;
+	/* the spare-CPU rule (spare_cpu): queue thread only */
+	int stat_fd;              /* /proc/stat, or -1 */
+	clockid_t helper_clock;   /* the helper's CPU time */
+	uint64_t win_ns, win_idle_ns, win_helper_ns;
+	bool spare;               /* offer to the helper in this window */
 	/* shared (atomics; see above), a cache line per writer */
 	_Alignas(64) uint32_t offered;   /* queue thread */
 	uint32_t stop;
@@ -415,16 +420,22 @@ static void wake_helper(struct storage_queue *q)
 	}
 }
 
-/* The queue thread waits until the helper finished the n it took. */
+/* The queue thread waits until the helper finished the n it took: it is
+ * in one request at most, a few microseconds unless it lost its CPU. */
 static void join_helper(struct storage_queue *q, uint32_t n)
 {
+	uint64_t t0 = 0;
 	uint32_t v;
 
-	for (unsigned int i = 0; (v = ld(&q->hdone)) != n; i++) {
-		if (i < JOIN_SPIN) {
+	for (unsigned int i = 1; (v = ld(&q->hdone)) != n; i++) {
+		if (i & 63) {
 			cpu_relax();
 			continue;
 		}
+		if (!t0)
+			t0 = mono_ns();
+		if (mono_ns() - t0 < JOIN_SPIN_NS)
+			continue;
 		__atomic_store_n(&q->joining, 1, __ATOMIC_SEQ_CST);
 		if (__atomic_load_n(&q->hdone, __ATOMIC_SEQ_CST) != n)
 			futex_wait(&q->hdone, v);
@@ -438,12 +449,19 @@ static int start_helper(struct storage_queue *q, unsigned int depth)
 	if (!q->items)
 		return -ENOMEM;
 	q->depth = depth;
+	/* test only (test_sync_io.py): the helper whatever the machine
+	 * runs, so that its share is proven on a busy machine too */
+	if (!getenv("XBD_TEST_HELPER_IGNORE_LOAD"))
+		q->stat_fd = open("/proc/stat", O_RDONLY | O_CLOEXEC);
+	q->spare = q->stat_fd < 0;
 	if (pthread_create(&q->helper, NULL, helper_main, q)) {
 		free(q->items);       /* no helper: the queue thread does all */
 		q->items = NULL;
 		return 0;
 	}
 	q->helper_up = true;
+	if (pthread_getcpuclockid(q->helper, &q->helper_clock))
+		q->helper_clock = (clockid_t)-1;
 	return 0;
 }
 
@@ -458,6 +476,68 @@ static void stop_helper(struct storage_queue *q)
 	q->helper_up = false;
 	free(q->items);
 	q->items = NULL;
+	if (q->stat_fd >= 0)
+		close(q->stat_fd);
+	q->stat_fd = -1;
+}
+
+/* The machine's idle time (idle + iowait of /proc/stat's cpu line), ns. */
+static uint64_t machine_idle_ns(int fd)
+{
+	char buf[256];
+	unsigned long long v[5] = { 0 };
+	ssize_t n = pread(fd, buf, sizeof(buf) - 1, 0);
+	static long hz;
+
+	if (n <= 0)
+		return 0;
+	buf[n] = '\0';
+	if (sscanf(buf, "cpu %llu %llu %llu %llu %llu", &v[0], &v[1], &v[2],
+		   &v[3], &v[4]) != 5)
+		return 0;
+	if (!hz)
+		hz = sysconf(_SC_CLK_TCK);
+	return (v[3] + v[4]) * (1000000000ull / (uint64_t)(hz > 0 ? hz : 100));
+}
+
+static uint64_t helper_cpu_ns(const struct storage_queue *q)
+{
+	struct timespec ts;
+
+	if (q->helper_clock == (clockid_t)-1 || clock_gettime(q->helper_clock, &ts))
+		return 0;
+	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+/*
+ * Is there a CPU for the helper?  Every SPARE_WINDOW_NS the queue thread
+ * looks at how much of the last window the machine was idle, plus what
+ * the helper itself ran (its spin and its share would otherwise count
+ * against it): at least half a CPU, and the next window offers deep
+ * batches to the helper; less (every CPU wanted by other work), and the
+ * queue thread serves them alone, as a helper that loses its CPU in the
+ * middle of a request stalls the whole batch.  The first window offers
+ * nothing.  Without /proc/stat: always.
+ */
+#define SPARE_WINDOW_NS 100000000u
+
+static bool spare_cpu(struct storage_queue *q)
+{
+	uint64_t now = mono_ns(), idle, hcpu;
+
+	if (q->stat_fd < 0)
+		return true;
+	if (now - q->win_ns < SPARE_WINDOW_NS)
+		return q->spare;
+	idle = machine_idle_ns(q->stat_fd);
+	hcpu = helper_cpu_ns(q);
+	if (q->win_ns)
+		q->spare = (idle - q->win_idle_ns) + (hcpu - q->win_helper_ns) >=
+			   (now - q->win_ns) / 2;
+	q->win_ns = now;
+	q->win_idle_ns = idle;
+	q->win_helper_ns = hcpu;
+	return q->spare;
 }
 
 /* Defer a read or write of a sync_io queue (queue thread). */
@@ -469,7 +549,7 @@ static int defer_rw(struct storage_queue *q, const struct storage_req *r)
 	*it = (struct sync_item){ r->iov, r->iovcnt, r->op == STORAGE_WRITE,
 				  r->off, r->tag, 0 };
 	q->published++;
-	if (batch && q->published - q->start >= batch) {
+	if (batch && q->published - q->start >= batch && q->spare) {
 		__atomic_store_n(&q->offered, q->published, __ATOMIC_SEQ_CST);
 		wake_helper(q);
 	}
@@ -484,6 +564,9 @@ static void raw_commit(struct storage_queue *q)
 
 	while (q->items && q->published != q->start) {
 		uint32_t from = q->start, to = q->published;
+
+		if (to - from >= 2)
+			(void)spare_cpu(q);   /* for the next batch */
 
 		n = 0;
 		while (claim(q, to, &c)) {
@@ -525,6 +608,7 @@ static int raw_queue_open(const struct storage *s, unsigned int index,
 	q->s = s;
 	q->uring = loop->uring;
 	q->loop = *loop;
+	q->stat_fd = -1;
 	if (s->sync_io && depth)
 		rc = start_helper(q, depth);
 	if (rc) {
