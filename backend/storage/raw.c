@@ -32,7 +32,8 @@
  * a batch of at least sync_io_batch of them is shared between the two
  * threads, each taking the next request in ring order, and answered by
  * the queue thread in ring order once both are done.  A smaller batch
- * (QD1) is served by the queue thread alone, as before.
+ * (QD1) is served by the queue thread alone, as before, and so
+ * is every batch while the machine has no CPU to spare (spare_cpu).
  */
 #include <errno.h>
 #include <fcntl.h>
