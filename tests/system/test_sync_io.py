@@ -24,6 +24,8 @@ import errno
 import json
 import os
 import tempfile
+import threading
+import time
 
 import pytest
 
@@ -239,3 +241,39 @@ def test_helper_failures_are_its_requests(guest, shm_disk):
     assert c["helper_req"] > 0, c
     assert out["total_err"] == 1024, out
     assert out["read"]["io_kbytes"] == 4096, out["read"]
+
+
+def test_helper_under_verify_seen_live(guest, shm_disk):
+    """The helper at work under fio's crc32c verify at depth 64 with two
+    fio threads on two queues, its share read from the tree while the
+    job runs (no exec_postrun: this is the test check-tsan runs, and
+    under ThreadSanitizer's preload fio's system() shell dies)."""
+    with_tree(guest, "--sync_io=Y", "--sync_io_batch=8", queues=2,
+              env=HELPER_ANY_LOAD)
+    guest.attach(shm_disk)
+    stat = os.path.join(guest.rundir, "sys", vbd_dir(guest), "statistics",
+                        "helper_req")
+    seen, done = [0], threading.Event()
+
+    def watch():
+        while not done.is_set():
+            try:
+                with open(stat) as f:
+                    seen[0] = max(seen[0], int(f.read()))
+            except (OSError, ValueError):
+                pass                     # not connected yet, or gone
+            time.sleep(0.02)
+    t = threading.Thread(target=watch)
+    t.start()
+    try:
+        r = xfio(guest, "--thread", "--numjobs=2", "--xbd_max_queues=2",
+                 "--rw=randwrite", "--bs=4k", "--iodepth=64",
+                 "--iodepth_batch_submit=64", "--size=16M",
+                 "--offset_increment=16M", "--loops=4", "--verify=crc32c",
+                 "--do_verify=1", "--verify_fatal=1")
+    finally:
+        done.set()
+        t.join()
+    assert r.returncode == 0, (r.stdout, r.stderr)
+    assert "Sanitizer" not in r.stderr, r.stderr
+    assert seen[0] > 0, "the helper served nothing the tree showed"
