@@ -27,13 +27,14 @@
  * raw target, with the same bound: the queue waits for every request.
  *
  * One queue thread is then one CPU's worth of copies, so each sync_io
- * queue has one helper thread ("Deep batches" below): reads and writes
- * are deferred until the loop has taken what its ring held (commit);
- * a batch of at least sync_io_batch of them is shared between the two
- * threads, each taking the next request in ring order, and answered by
- * the queue thread in ring order once both are done.  A smaller batch
- * (QD1) is served by the queue thread alone, as before, and so
- * is every batch while the machine has no CPU to spare (spare_cpu).
+ * queue has one helper thread ("Deep batches" below): when the loop
+ * takes at least sync_io_batch reads and writes in one go, those from
+ * the sync_io_batch-th on are offered to the helper as they come and
+ * shared by the two threads, each taking the next in ring order, once
+ * the loop has taken what its ring held (commit); the queue thread
+ * answers them in ring order once both are done.  The reads and writes
+ * before are done at once, as are all of a smaller batch (QD1), and
+ * every one while the machine has no CPU to spare (spare_cpu).
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -258,12 +259,15 @@ int storage_discard(const struct storage *s, uint64_t off, uint64_t len,
 /*
  * Deep batches (sync_io): the queue's helper thread.
  *
- * Requests are numbered (seq, 32 bits, wrapping) as submit() defers
- * them; item seq % depth holds one.  Three counters order the sharing:
+ * Only reads and writes of a deep batch are deferred: from the
+ * sync_io_batch-th taken since the last commit on, while a CPU is spare
+ * (spare_cpu); the ones before are done at once, so their answers go out
+ * at once, and a shallow batch (QD1) is served as without a helper.
+ * Deferred requests are numbered (seq, 32 bits, wrapping); item
+ * seq % depth holds one.  Three counters order the sharing:
  *   published  items [.., published) are filled in (queue thread only);
- *   offered    the helper may take items below it (queue thread, release
- *              store; raised to published once the batch reaches
- *              sync_io_batch, so a shallow batch is never offered);
+ *   offered    the helper may take items below it (queue thread, stored
+ *              after each item is filled: equal to published);
  *   claimed    the next item to serve: either thread takes item c by
  *              moving claimed from c to c + 1 (compare-and-swap), the
  *              helper only while c < offered, the queue thread while
@@ -307,6 +311,7 @@ struct storage_queue {
 	uint32_t start;           /* queue thread: the batch's first item */
 	uint32_t published;       /* queue thread only */
 	uint32_t mine;            /* queue thread: items it served, ever */
+	uint32_t taken;           /* queue thread: reads and writes since commit */
 	bool helper_up;
 	pthread_t helper;
 	/* the spare-CPU rule (spare_cpu): queue thread only */
@@ -541,20 +546,29 @@ static bool spare_cpu(struct storage_queue *q)
 	return q->spare;
 }
 
-/* Defer a read or write of a sync_io queue (queue thread). */
+/* Defer a read or write of a deep batch and offer it to the helper
+ * (queue thread). */
 static int defer_rw(struct storage_queue *q, const struct storage_req *r)
 {
 	struct sync_item *it = &q->items[q->published % q->depth];
-	uint64_t batch = tun_get(TUN_SYNC_IO_BATCH);
 
 	*it = (struct sync_item){ r->iov, r->iovcnt, r->op == STORAGE_WRITE,
 				  r->off, r->tag, 0 };
 	q->published++;
-	if (batch && q->published - q->start >= batch && q->spare) {
-		__atomic_store_n(&q->offered, q->published, __ATOMIC_SEQ_CST);
-		wake_helper(q);
-	}
+	__atomic_store_n(&q->offered, q->published, __ATOMIC_SEQ_CST);
+	wake_helper(q);
 	return STORAGE_QUEUED;
+}
+
+/* The sync_io_batch-th read or write since the last commit, and those
+ * after it, go to the helper's batch while a CPU is spare; the ones
+ * before it are done at once, as are all of a shallow batch. */
+static bool deep(struct storage_queue *q)
+{
+	uint64_t batch = tun_get(TUN_SYNC_IO_BATCH);
+
+	q->taken++;
+	return batch && q->spare && q->taken >= batch;
 }
 
 /* Serve the deferred batch and answer it in ring order; again while
@@ -563,11 +577,11 @@ static void raw_commit(struct storage_queue *q)
 {
 	uint32_t c, n, helped;
 
+	if (q->items && q->taken >= 2)
+		(void)spare_cpu(q);   /* for the next batches */
+	q->taken = 0;
 	while (q->items && q->published != q->start) {
 		uint32_t from = q->start, to = q->published;
-
-		if (to - from >= 2)
-			(void)spare_cpu(q);   /* for the next batch */
 
 		n = 0;
 		while (claim(q, to, &c)) {
@@ -580,7 +594,6 @@ static void raw_commit(struct storage_queue *q)
 		 * total so far, all of them counted in hdone when done */
 		join_helper(q, to - q->mine);
 		q->start = to;
-		__atomic_store_n(&q->offered, to, __ATOMIC_RELEASE);
 		if (helped && q->loop.helped)
 			__atomic_store_n(q->loop.helped,
 					 __atomic_load_n(q->loop.helped, __ATOMIC_RELAXED) + helped,
@@ -707,7 +720,8 @@ static int raw_submit(struct storage_queue *q, const struct storage_req *r)
 		return storage_discard(s, r->off, r->len, r->op == STORAGE_DISCARD_SECURE);
 	if (r->op == STORAGE_DISCARD_SECURE)
 		return -EOPNOTSUPP;
-	if (s->sync_io && q->items && (r->op == STORAGE_READ || r->op == STORAGE_WRITE))
+	if (s->sync_io && q->items && (r->op == STORAGE_READ || r->op == STORAGE_WRITE) &&
+	    deep(q))
 		return defer_rw(q, r);
 	if (s->sync_io)
 		return sync_submit(s, r);
