@@ -286,9 +286,12 @@ int storage_discard(const struct storage *s, uint64_t off, uint64_t len,
  * batch of a busy queue comes within a few microseconds), then sleeps;
  * it ends when stop is set (queue_close, nothing in flight).
  *
- * Lifetimes: the helper is made by queue_open and joined by
- * queue_close, both on the queue thread; items and counters live in
- * the struct storage_queue, which outlives it.
+ * Lifetimes: the helper is made by queue_open (be_io_init, on the
+ * control thread before the queue thread starts) and joined by
+ * queue_close (be_io_destroy, with nothing in flight: after the queue
+ * thread, or by it); items and counters live in the struct
+ * storage_queue, which outlives it.  The spare-CPU fields are the queue
+ * thread's.
  */
 #define HELPER_SPIN_NS 20000u
 #define JOIN_SPIN_NS 10000u

@@ -34,7 +34,8 @@
  *                             completion through loop->complete().
  *                         No thread is started per request; the one
  *                         exception per queue is raw sync_io's helper
- *                         (raw.c), made and joined by the queue thread.
+ *                         (raw.c), made by queue_open, joined by
+ *                         queue_close.
  *
  * A completion's result is what io_uring would say: the bytes moved for a
  * read or write, 0 for a flush or discard, or -errno.
