@@ -288,8 +288,8 @@ int storage_discard(const struct storage *s, uint64_t off, uint64_t len,
  *
  * Lifetimes: the helper is made by queue_open (be_io_init, on the
  * control thread before the queue thread starts) and joined by
- * queue_close (be_io_destroy, with nothing in flight: after the queue
- * thread, or by it); items and counters live in the struct
+ * queue_close (be_io_destroy, control thread, nothing in flight: after
+ * it joined the queue thread, or when be_io_init failed); items and counters live in the struct
  * storage_queue, which outlives it.  The spare-CPU fields are the queue
  * thread's.
  */
