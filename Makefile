@@ -75,7 +75,7 @@ deps:
 check: deps
 	@$(MAKE) --no-print-directory all
 	@$(MAKE) --no-print-directory lint
-	@$(MAKE) --no-print-directory O=build-asan SAN=1 all unit-tests
+	@$(MAKE) --no-print-directory O=build-asan SAN=1 all unit-tests be-queue-bench
 	@$(MAKE) --no-print-directory O=build-asan SAN=1 run-unit
 	@$(MAKE) --no-print-directory -f tests/fuzz/Makefile.fuzz replay
 	@$(MAKE) --no-print-directory O=build-asan SAN=1 system-tests

@@ -66,8 +66,30 @@
  * request: sequential buffered reads reach the ring as 1 MiB reads. */
 #define FS_READ_AHEAD_KB 1024
 
-#define XATTR_INFLIGHT "user.xbd.inflight"
-#define XATTR_MAX_INFLIGHT "user.xbd.max_inflight"
+/*
+ * The statistics tree: DIR/.statistics/<vdev>/{inflight,max_inflight},
+ * read-only decimal text, one value per file as in sysfs
+ * (Documentation/guest.md).  Not extended attributes of the disk file:
+ * a FUSE server that answers GETXATTR is asked for security.capability
+ * before every write(2) (file_remove_privs; FUSE clears SB_NOSEC unless
+ * the server handles killpriv v2, which libfuse 3.14 cannot ask for),
+ * one synchronous round trip per 4 KiB of a buffered dd.  With no
+ * getxattr or listxattr handler libfuse answers ENOSYS, and the kernel
+ * asks this mount no more (every xattr call then fails EOPNOTSUPP).
+ * Inodes: kind << INO_KIND_SHIFT | devid; a disk file's (devid + 2) and
+ * the root's are kind 0.
+ */
+#define STATS_DIR ".statistics"
+#define INO_KIND_SHIFT 40
+enum ino_kind {
+	INO_FILE = 0,                 /* the root and the disk files */
+	INO_STATS_ROOT = 1,           /* DIR/.statistics */
+	INO_STATS_DISK = 2,           /* DIR/.statistics/<vdev> */
+	INO_STAT = 3,                 /* + k: DIR/.statistics/<vdev>/stat_names[k] */
+};
+#define STATS_ROOT_INO ((fuse_ino_t)INO_STATS_ROOT << INO_KIND_SHIFT)
+static const char *const stat_names[] = { "inflight", "max_inflight" };
+#define N_STATS (sizeof(stat_names) / sizeof(stat_names[0]))
 
 static pthread_mutex_t fs_rmw_lock = PTHREAD_MUTEX_INITIALIZER;
 /* Requests submitted and not answered, over every disk (atomic): the
@@ -84,6 +106,27 @@ static fuse_ino_t ino_of(const struct disk *d)
 	return (fuse_ino_t)d->devid + 2;
 }
 
+static unsigned int ino_kind(fuse_ino_t ino)
+{
+	return (unsigned int)(ino >> INO_KIND_SHIFT);
+}
+
+static fuse_ino_t stats_ino(unsigned int kind, uint32_t devid)
+{
+	return (fuse_ino_t)kind << INO_KIND_SHIFT | devid;
+}
+
+/* Whether ino names a node of the statistics tree (one stats_ino made). */
+static bool is_stats(fuse_ino_t ino)
+{
+	unsigned int kind = ino_kind(ino);
+
+	if (kind == INO_STATS_ROOT)
+		return ino == STATS_ROOT_INO;
+	return kind > INO_STATS_ROOT && kind < INO_STAT + N_STATS &&
+	       ino == stats_ino(kind, (uint32_t)ino);
+}
+
 /* The disk of inode ino, referenced, or NULL; with fi, also NULL when
  * the file was opened on an earlier connection of the vbd. */
 static struct disk *disk_of(fuse_req_t req, fuse_ino_t ino, const struct fuse_file_info *fi)
@@ -98,6 +141,21 @@ static struct disk *disk_of(fuse_req_t req, fuse_ino_t ino, const struct fuse_fi
 		return NULL;
 	}
 	return d;
+}
+
+/* Statistic k of d (stat_names[k]). */
+static unsigned long stat_value(const struct disk *d, unsigned int k)
+{
+	return __atomic_load_n(k ? &d->max_inflight : &d->inflight, __ATOMIC_RELAXED);
+}
+
+/* The disk of a statistics node below .statistics/<vdev>, as disk_of. */
+static struct disk *stats_disk_of(fuse_req_t req, fuse_ino_t ino,
+				  const struct fuse_file_info *fi)
+{
+	if (!is_stats(ino) || ino_kind(ino) == INO_STATS_ROOT)
+		return NULL;
+	return disk_of(req, (ino & UINT32_MAX) + 2, fi);
 }
 
 static void disk_stat(const struct disk *d, struct stat *st)
@@ -300,6 +358,26 @@ static int write_rmw(struct disk *d, const char *buf, size_t len, uint64_t off)
 
 /* ---- I/O handlers ------------------------------------------------------------ */
 
+/* A statistics file's text: its value in decimal and a newline. */
+static void stats_read(fuse_req_t req, fuse_ino_t ino, size_t len, off_t off,
+		       const struct fuse_file_info *fi)
+{
+	struct disk *d = stats_disk_of(req, ino, fi);
+	char val[32];
+	int n;
+
+	if (!d) {
+		fuse_reply_err(req, EIO);       /* detached under an open file */
+		return;
+	}
+	n = snprintf(val, sizeof(val), "%lu\n", stat_value(d, ino_kind(ino) - INO_STAT));
+	disks_put(table(req), d);
+	if (off < 0 || off >= n)
+		fuse_reply_buf(req, NULL, 0);
+	else
+		fuse_reply_buf(req, val + off, len < (size_t)(n - off) ? len : (size_t)(n - off));
+}
+
 static void fs_read(fuse_req_t req, fuse_ino_t ino, size_t len, off_t off,
 		    struct fuse_file_info *fi)
 {
@@ -308,6 +386,10 @@ static void fs_read(fuse_req_t req, fuse_ino_t ino, size_t len, off_t off,
 	uint64_t a, size;
 	size_t alen;
 
+	if (!d && is_stats(ino) && ino_kind(ino) >= INO_STAT) {
+		stats_read(req, ino, len, off, fi);
+		return;
+	}
 	if (!d) {
 		fuse_reply_err(req, EIO);       /* detached under an open file */
 		return;
@@ -390,7 +472,7 @@ static void fs_fsync(fuse_req_t req, fuse_ino_t ino, int datasync, struct fuse_f
 
 	(void)datasync;
 	if (!d) {
-		fuse_reply_err(req, EIO);
+		fuse_reply_err(req, is_stats(ino) ? 0 : EIO);   /* nothing to write back */
 		return;
 	}
 	if (!d->flush || d->readonly) {
@@ -446,39 +528,86 @@ static void fs_fallocate(fuse_req_t req, fuse_ino_t ino, int mode, off_t off, of
 
 /* ---- names, attributes, statistics ------------------------------------------ */
 
+/* The inode of name in directory parent, or 0. */
+static fuse_ino_t child_ino(fuse_req_t req, fuse_ino_t parent, const char *name)
+{
+	struct disk *d;
+	fuse_ino_t ino = 0;
+
+	if (parent == FUSE_ROOT_ID && !strcmp(name, STATS_DIR))
+		return STATS_ROOT_INO;
+	if (is_stats(parent) && ino_kind(parent) == INO_STATS_DISK) {
+		for (unsigned int k = 0; k < N_STATS; k++)
+			if (!strcmp(name, stat_names[k]))
+				return stats_ino(INO_STAT + k, (uint32_t)parent);
+		return 0;
+	}
+	if (parent != FUSE_ROOT_ID && parent != STATS_ROOT_INO)
+		return 0;
+	d = disks_get(table(req), name);
+	if (d) {
+		ino = parent == FUSE_ROOT_ID ? ino_of(d) : stats_ino(INO_STATS_DISK, d->devid);
+		disks_put(table(req), d);
+	}
+	return ino;
+}
+
+/* The attributes of inode ino and in *gen its generation (the disk's
+ * serial, 0 for the two fixed directories): 0, or ENOENT. */
+static int node_attr(fuse_req_t req, fuse_ino_t ino, struct stat *st, uint64_t *gen)
+{
+	struct disk *d = NULL;
+
+	memset(st, 0, sizeof(*st));
+	*gen = 0;
+	if (ino == FUSE_ROOT_ID || ino == STATS_ROOT_INO) {
+		st->st_mode = S_IFDIR | (ino == FUSE_ROOT_ID ? 0755 : 0555);
+		st->st_nlink = ino == FUSE_ROOT_ID ? 3 : 2;
+	} else if (ino_kind(ino) == INO_FILE) {
+		d = disk_of(req, ino, NULL);
+		if (d)
+			disk_stat(d, st);
+	} else {
+		d = stats_disk_of(req, ino, NULL);
+		st->st_mode = ino_kind(ino) == INO_STATS_DISK ? S_IFDIR | 0555 : S_IFREG | 0444;
+		st->st_nlink = ino_kind(ino) == INO_STATS_DISK ? 2 : 1;
+		st->st_size = ino_kind(ino) == INO_STATS_DISK ? 0 : 4096;   /* as sysfs */
+	}
+	if (!d && ino != FUSE_ROOT_ID && ino != STATS_ROOT_INO)
+		return ENOENT;
+	st->st_ino = ino;
+	if (d) {
+		*gen = d->serial;
+		disks_put(table(req), d);
+	}
+	return 0;
+}
+
 static void fs_lookup(fuse_req_t req, fuse_ino_t parent, const char *name)
 {
 	/* entry timeout 0: attach/detach show at once */
 	struct fuse_entry_param e = { .attr_timeout = FS_ATTR_TIMEOUT };
-	struct disk *d = parent == FUSE_ROOT_ID ? disks_get(table(req), name) : NULL;
+	uint64_t gen;
 
-	if (!d) {
+	e.ino = child_ino(req, parent, name);
+	if (!e.ino || node_attr(req, e.ino, &e.attr, &gen)) {
 		fuse_reply_err(req, ENOENT);
 		return;
 	}
-	e.ino = ino_of(d);
-	e.generation = d->serial;
-	disk_stat(d, &e.attr);
-	disks_put(table(req), d);
+	e.generation = gen;
 	fuse_reply_entry(req, &e);
 }
 
 static void fs_getattr(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 {
-	struct stat st = { .st_ino = FUSE_ROOT_ID, .st_mode = S_IFDIR | 0755, .st_nlink = 2 };
-	struct disk *d;
+	struct stat st;
+	uint64_t gen;
 
 	(void)fi;
-	if (ino != FUSE_ROOT_ID) {
-		d = disk_of(req, ino, NULL);
-		if (!d) {
-			fuse_reply_err(req, ENOENT);
-			return;
-		}
-		disk_stat(d, &st);
-		disks_put(table(req), d);
-	}
-	fuse_reply_attr(req, &st, FS_ATTR_TIMEOUT);
+	if (node_attr(req, ino, &st, &gen))
+		fuse_reply_err(req, ENOENT);
+	else
+		fuse_reply_attr(req, &st, FS_ATTR_TIMEOUT);
 }
 
 /* truncate(2) only to the disk's own size (a no-op: the size is the
@@ -497,7 +626,7 @@ static void fs_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *attr, int to
 
 	(void)fi;
 	if (!d) {
-		fuse_reply_err(req, ino == FUSE_ROOT_ID ? EPERM : ENOENT);
+		fuse_reply_err(req, ino == FUSE_ROOT_ID || is_stats(ino) ? EPERM : ENOENT);
 		return;
 	}
 	if (to_set & (FUSE_SET_ATTR_MODE | FUSE_SET_ATTR_UID | FUSE_SET_ATTR_GID))
@@ -512,11 +641,34 @@ static void fs_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *attr, int to
 	rc ? fuse_reply_err(req, rc) : fuse_reply_attr(req, &st, FS_ATTR_TIMEOUT);
 }
 
+/* A statistics file: read only (also for root, as sysfs), every read
+ * reaching us (direct_io: no cache of a value that changes). */
+static void stats_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
+{
+	struct disk *d = stats_disk_of(req, ino, NULL);
+
+	if (!d) {
+		fuse_reply_err(req, ENOENT);
+		return;
+	}
+	fi->direct_io = 1;
+	fi->fh = d->serial;
+	disks_put(table(req), d);
+	if ((fi->flags & O_ACCMODE) != O_RDONLY)
+		fuse_reply_err(req, EACCES);
+	else
+		fuse_reply_open(req, fi);
+}
+
 static void fs_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 {
 	struct disk *d = disk_of(req, ino, NULL);
 	int rc = 0;
 
+	if (!d && is_stats(ino)) {
+		stats_open(req, ino, fi);
+		return;
+	}
 	if (!d) {
 		fuse_reply_err(req, ENOENT);
 		return;
@@ -542,6 +694,7 @@ struct dir_fill {
 	size_t size, pos;
 	off_t off, i;
 	bool full;
+	unsigned int kind;            /* the disks' entries: INO_FILE or INO_STATS_DISK */
 };
 
 static void dir_add(struct dir_fill *f, const char *name, fuse_ino_t ino, mode_t mode)
@@ -560,7 +713,33 @@ static void dir_add(struct dir_fill *f, const char *name, fuse_ino_t ino, mode_t
 
 static void dir_add_disk(void *arg, const struct disk *d)
 {
-	dir_add(arg, d->name, ino_of(d), S_IFREG);
+	struct dir_fill *f = arg;
+
+	if (f->kind == INO_FILE)
+		dir_add(f, d->name, ino_of(d), S_IFREG);
+	else
+		dir_add(f, d->name, stats_ino(INO_STATS_DISK, d->devid), S_IFDIR);
+}
+
+/* The entries after "." and "..": the statistics root and the disk
+ * files in the root, a directory per disk in the statistics root, the
+ * statistics in a disk's. */
+static void dir_fill_entries(fuse_req_t req, fuse_ino_t ino, struct dir_fill *f)
+{
+	struct disk *d;
+
+	if (ino == FUSE_ROOT_ID)
+		dir_add(f, STATS_DIR, STATS_ROOT_INO, S_IFDIR);
+	if (ino == FUSE_ROOT_ID || ino == STATS_ROOT_INO) {
+		f->kind = ino == FUSE_ROOT_ID ? INO_FILE : INO_STATS_DISK;
+		disks_each(table(req), dir_add_disk, f);
+		return;
+	}
+	d = stats_disk_of(req, ino, NULL);
+	for (unsigned int k = 0; d && k < N_STATS; k++)
+		dir_add(f, stat_names[k], stats_ino(INO_STAT + k, d->devid), S_IFREG);
+	if (d)
+		disks_put(table(req), d);
 }
 
 static void fs_readdir(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
@@ -569,7 +748,7 @@ static void fs_readdir(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 	struct dir_fill f = { .req = req, .size = size, .off = off };
 
 	(void)fi;
-	if (ino != FUSE_ROOT_ID) {
+	if (ino != FUSE_ROOT_ID && (!is_stats(ino) || ino_kind(ino) >= INO_STAT)) {
 		fuse_reply_err(req, ENOTDIR);
 		return;
 	}
@@ -578,59 +757,12 @@ static void fs_readdir(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 		fuse_reply_err(req, ENOMEM);
 		return;
 	}
-	dir_add(&f, ".", FUSE_ROOT_ID, S_IFDIR);
-	dir_add(&f, "..", FUSE_ROOT_ID, S_IFDIR);
-	disks_each(table(req), dir_add_disk, &f);
+	dir_add(&f, ".", ino, S_IFDIR);
+	dir_add(&f, "..", ino == FUSE_ROOT_ID || ino == STATS_ROOT_INO ? FUSE_ROOT_ID
+								       : STATS_ROOT_INO, S_IFDIR);
+	dir_fill_entries(req, ino, &f);
 	fuse_reply_buf(req, f.buf, f.pos);
 	free(f.buf);
-}
-
-/* Answer an extended attribute's value (or its length when size is 0). */
-static void reply_xattr(fuse_req_t req, const char *val, size_t len, size_t size)
-{
-	if (!size)
-		fuse_reply_xattr(req, len);
-	else if (size < len)
-		fuse_reply_err(req, ERANGE);
-	else
-		fuse_reply_buf(req, val, len);
-}
-
-/* The disk's statistics as read-only extended attributes (decimal text):
- * user.xbd.inflight, user.xbd.max_inflight (Documentation/guest.md). */
-static void fs_getxattr(fuse_req_t req, fuse_ino_t ino, const char *name, size_t size)
-{
-	struct disk *d = disk_of(req, ino, NULL);
-	char val[32];
-	int n = -1;
-
-	if (d && !strcmp(name, XATTR_INFLIGHT))
-		n = snprintf(val, sizeof(val), "%lu",
-			     __atomic_load_n(&d->inflight, __ATOMIC_RELAXED));
-	else if (d && !strcmp(name, XATTR_MAX_INFLIGHT))
-		n = snprintf(val, sizeof(val), "%lu",
-			     __atomic_load_n(&d->max_inflight, __ATOMIC_RELAXED));
-	if (d)
-		disks_put(table(req), d);
-	if (n < 0)
-		fuse_reply_err(req, d || ino == FUSE_ROOT_ID ? ENODATA : ENOENT);
-	else
-		reply_xattr(req, val, (size_t)n, size);
-}
-
-static void fs_listxattr(fuse_req_t req, fuse_ino_t ino, size_t size)
-{
-	static const char names[] = XATTR_INFLIGHT "\0" XATTR_MAX_INFLIGHT;
-	struct disk *d = disk_of(req, ino, NULL);
-
-	if (d) {
-		disks_put(table(req), d);
-		reply_xattr(req, names, sizeof(names), size);
-	} else if (ino == FUSE_ROOT_ID) {
-		reply_xattr(req, "", 0, size);
-	} else {
-		fuse_reply_err(req, ENOENT);
-	}
 }
 
 static void fs_init(void *userdata, struct fuse_conn_info *conn)
@@ -667,8 +799,7 @@ static const struct fuse_lowlevel_ops fs_ops = {
 	.write = fs_write,
 	.fsync = fs_fsync,
 	.fallocate = fs_fallocate,
-	.getxattr = fs_getxattr,
-	.listxattr = fs_listxattr,
+	/* no getxattr, listxattr: see STATS_DIR */
 };
 
 /* One attribute of the mount's bdi (/sys/class/bdi/MAJ:MIN/name), best

@@ -183,7 +183,8 @@ def test_attach_detach_cycles_leave_nothing(guest):
         elif i > 1:
             assert counts == before, (i, counts, before)
     assert sorted(mounted_under(guest.rundir)) == sorted([guest.dev_dir, sysfs])
-    assert os.listdir(guest.dev_dir) == []
+    assert os.listdir(guest.dev_dir) == [".statistics"]
+    assert os.listdir(os.path.join(guest.dev_dir, ".statistics")) == []
 
 
 VBD = {"xvdb": 51728, "xvdc": 51744, "xvdd": 51760}
@@ -254,7 +255,9 @@ def test_three_disks_at_once_and_detach_of_one(guest):
     wait_until(lambda: os.path.exists(devs["xvdc"]), what="xvdc")
     guest.attach(imgs["xvdd"], vdev="xvdd")
     wait_until(lambda: os.path.exists(devs["xvdd"]), what="xvdd (hot)")
-    assert sorted(os.listdir(guest.dev_dir)) == sorted(VBD)
+    assert sorted(os.listdir(guest.dev_dir)) == [".statistics"] + sorted(VBD)
+    assert sorted(os.listdir(os.path.join(guest.dev_dir, ".statistics"))) \
+        == sorted(VBD)
     for v in VBD:
         fe = f"/local/domain/{guest.domid}/device/vbd/{VBD[v]}"
         assert xs_read(guest, f"{fe}/state") == "4", v       # Connected
@@ -293,7 +296,7 @@ def test_three_disks_at_once_and_detach_of_one(guest):
     res = fio_ok(subprocess.CompletedProcess(busy.args, busy.returncode,
                                              out, err))
     assert len(res) == 2
-    assert sorted(os.listdir(guest.dev_dir)) == ["xvdb", "xvdc"]
+    assert sorted(os.listdir(guest.dev_dir)) == [".statistics", "xvdb", "xvdc"]
     fe = f"/local/domain/{guest.domid}/device/vbd/{VBD['xvdd']}"
     r = guest.xd.tool("xenstore-read", f"{fe}/state", check=False)
     assert r.returncode != 0 or r.stdout.strip() in ("5", "6"), r.stdout

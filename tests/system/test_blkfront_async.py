@@ -1,9 +1,10 @@
 # SPDX-License-Identifier: MIT
 """xbd-blkfront answers FUSE requests asynchronously: the kernel's queue
 depth of direct I/O reaches the ring, whatever the number of libfuse
-worker threads.  The disk file's statistics are read-only extended
-attributes (user.xbd.inflight, user.xbd.max_inflight); open files belong
-to one connection of their vbd."""
+worker threads.  The disk's statistics are read-only files,
+DIR/.statistics/<vdev>/{inflight,max_inflight}, and the mount has no
+extended attributes (so buffered writes cost no GETXATTR round trip);
+open files belong to one connection of their vbd."""
 import errno
 import os
 import signal
@@ -14,27 +15,112 @@ import pytest
 from guest_fixtures import FIO, guest, fio_ok, wait_until  # noqa: F401
 
 MiB = 1 << 20
+TRACING = "/sys/kernel/tracing"
+FUSE_SEND = "events/fuse/fuse_request_send"
 
 
-def xattr(path, name):
-    return int(os.getxattr(path, f"user.xbd.{name}"))
+def stats_dir(dev):
+    return os.path.join(os.path.dirname(dev), ".statistics",
+                        os.path.basename(dev))
+
+
+def stat(dev, name):
+    with open(os.path.join(stats_dir(dev), name), encoding="ascii") as f:
+        text = f.read()
+    assert text.endswith("\n") and text[:-1].isdigit(), repr(text)
+    return int(text)
 
 
 def test_statistics_are_listed_and_read_only(guest):
     dev = guest.attach(guest.disk(size=4 * MiB))
     guest.start_blkfront(wait_for=dev)
-    assert sorted(os.listxattr(dev)) == ["user.xbd.inflight",
-                                         "user.xbd.max_inflight"]
-    assert xattr(dev, "inflight") == 0
+    assert sorted(os.listdir(guest.dev_dir)) == [".statistics", "xvdb"]
+    assert os.listdir(os.path.join(guest.dev_dir, ".statistics")) == ["xvdb"]
+    assert sorted(os.listdir(stats_dir(dev))) == ["inflight", "max_inflight"]
+    assert stat(dev, "inflight") == 0
     with open(dev, "rb") as f:
         assert len(f.read(8192)) == 8192
-    assert xattr(dev, "max_inflight") >= 1
+    assert stat(dev, "max_inflight") >= 1
+    with pytest.raises(FileNotFoundError):
+        open(os.path.join(stats_dir(dev), "nonesuch"), "rb")
+    for mode in ("wb", "r+b"):
+        with pytest.raises(PermissionError):   # also for root, as sysfs
+            open(os.path.join(stats_dir(dev), "inflight"), mode)
     with pytest.raises(OSError) as e:
-        os.getxattr(dev, "user.xbd.nonesuch")
-    assert e.value.errno == errno.ENODATA
-    with pytest.raises(OSError):
-        os.setxattr(dev, "user.xbd.inflight", b"5")
-    assert os.listxattr(guest.dev_dir) == []
+        os.chmod(os.path.join(stats_dir(dev), "inflight"), 0o644)
+    assert e.value.errno == errno.EPERM
+
+
+def test_no_extended_attributes(guest):
+    """The server has no xattr handlers: libfuse answers ENOSYS and the
+    kernel says EOPNOTSUPP from then on, without asking."""
+    dev = guest.attach(guest.disk(size=4 * MiB))
+    guest.start_blkfront(wait_for=dev)
+    for path in (dev, guest.dev_dir):
+        for call in (lambda: os.getxattr(path, "user.xbd.inflight"),
+                     lambda: os.listxattr(path),
+                     lambda: os.setxattr(path, "user.xbd.inflight", b"5")):
+            with pytest.raises(OSError) as e:
+                call()
+            assert e.value.errno == errno.EOPNOTSUPP, path
+
+
+def fuse_requests(mount, run):
+    """The FUSE requests the kernel sent to mount's server while run()
+    ran, by opcode name (a private tracefs instance of the kernel's
+    fuse_request_send event, filtered to this connection)."""
+    event = os.path.join(TRACING, FUSE_SEND)
+    if not os.path.isdir(event) or not os.path.isdir(
+            os.path.join(TRACING, "instances")):
+        pytest.skip(f"no {event} (Linux 6.15+ with tracefs mounted): the "
+                    "kernel's FUSE requests cannot be counted")
+    inst = os.path.join(TRACING, "instances", f"xbd-test-{os.getpid()}")
+    os.mkdir(inst)
+    try:
+        ev = os.path.join(inst, FUSE_SEND)
+        with open(os.path.join(inst, "buffer_size_kb"), "w") as f:
+            f.write("4096")
+        with open(os.path.join(ev, "filter"), "w") as f:
+            f.write(f"connection == {os.stat(mount).st_dev}")
+        with open(os.path.join(ev, "enable"), "w") as f:
+            f.write("1")
+        run()
+        with open(os.path.join(ev, "enable"), "w") as f:
+            f.write("0")
+        with open(os.path.join(inst, "trace"), encoding="utf-8") as f:
+            lines = [ln for ln in f if " opcode " in ln]
+    finally:
+        os.rmdir(inst)
+    counts = {}
+    for ln in lines:
+        name = ln.split(" opcode ", 1)[1].split("(", 1)[1].split(")", 1)[0]
+        counts[name] = counts.get(name, 0) + 1
+    return counts
+
+
+def test_buffered_writes_send_no_getxattr(guest):
+    """Every write(2) to a FUSE file asks for security.capability
+    (file_remove_privs) unless the server answered GETXATTR with ENOSYS
+    once: 256 buffered 4 KiB writes and an fsync send at most that one
+    GETXATTR (and do reach the server as writes)."""
+    dev = guest.attach(guest.disk(size=4 * MiB))
+    guest.start_blkfront(wait_for=dev)
+    block = b"\x5a" * 4096
+
+    def writes():
+        fd = os.open(dev, os.O_WRONLY)
+        try:
+            for i in range(256):
+                assert os.pwrite(fd, block, i * 4096) == 4096
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+
+    counts = fuse_requests(guest.dev_dir, writes)
+    assert counts.get("FUSE_WRITE", 0) >= 1, counts
+    assert counts.get("FUSE_GETXATTR", 0) <= 1, counts
+    with open(dev, "rb") as f:
+        assert f.read(MiB) == block * 256
 
 
 @pytest.mark.parametrize("rw", ["randread", "randwrite"])
@@ -58,17 +144,17 @@ def test_queue_depth_48_reaches_the_ring(guest, rw):
              "--iodepth_batch_submit=48", "--size=64M", "--number_ios=48",
              "--norandommap"], cwd=guest.rundir, env=guest.env,
             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-        wait_until(lambda: xattr(dev, "inflight") == 48 or
+        wait_until(lambda: stat(dev, "inflight") == 48 or
                    fio.poll() is not None, what="48 requests in flight")
-        assert xattr(dev, "inflight") == 48, fio.poll()
-        assert xattr(dev, "max_inflight") == 48
+        assert stat(dev, "inflight") == 48, fio.poll()
+        assert stat(dev, "max_inflight") == 48
     finally:
         be.send_signal(signal.SIGCONT)
     out, err = fio.communicate(timeout=120)
     res = fio_ok(subprocess.CompletedProcess(fio.args, fio.returncode, out,
                                              err))
     assert res[0]["read_kb" if rw == "randread" else "write_kb"] == 48 * 4
-    assert xattr(dev, "inflight") == 0
+    assert stat(dev, "inflight") == 0
 
 
 def test_open_file_fails_after_reattach(guest):

