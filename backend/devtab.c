@@ -388,12 +388,13 @@ void devtab_dump_stats(const struct devtab *t, FILE *f)
 			" persistent_grants %" PRIu64 " squeezes %" PRIu64
 			" evt_in %" PRIu64 " evt_out %" PRIu64
 			" mem_waits %" PRIu64 " budget_pages %" PRIu64
-			" errors %" PRIu64 " polls %" PRIu64 " poll_hits %" PRIu64,
+			" errors %" PRIu64 " polls %" PRIu64 " poll_hits %" PRIu64
+			" helper_req %" PRIu64,
 			d->fe_domid, d->devid, d->nr_queues, s.oo_req, s.rd_req, s.wr_req,
 			s.f_req, s.ds_req, s.rd_sect, s.wr_sect, s.inflight, s.adopted,
 			s.replayed_req, v.pages_free, v.pages_in_use, v.grants_mapped,
 			v.squeezes, s.evt_in, s.evt_out, s.mem_waits, v.budget_pages,
-			s.errors, s.polls, s.poll_hits);
+			s.errors, s.polls, s.poll_hits, s.helper_req);
 		/* latency histogram: "lat_us <from>:<count> ..." for non-empty
 		 * buckets; bucket b holds [2^b, 2^(b+1)) us, bucket 0 below 2 us */
 		fprintf(f, " lat_us");

@@ -221,7 +221,8 @@ int be_io_init(struct be_io *io, const struct be_io_cfg *cfg)
 		goto out;
 	TSAN_RING_MAPPED(&io->uring);
 	io->uring_ready = true;
-	io->loop = (struct storage_loop){ &io->uring, loop_complete, io };
+	io->loop = (struct storage_loop){ &io->uring, loop_complete, io,
+					  &cfg->stats->helper_req };
 	rc = storage_queue_open(cfg->storage, cfg->queue_index, io->nr_slots,
 				&io->loop, &io->sq);
 	if (rc)
@@ -611,6 +612,16 @@ static int consume(struct be_io *io)
 	return 0;
 }
 
+/* consume(), then let the driver serve what it deferred from the batch
+ * (storage.h, commit): their answers are in the ring when this returns. */
+static int consume_batch(struct be_io *io)
+{
+	int rc = consume(io);
+
+	storage_queue_commit(io->cfg.storage, io->sq);
+	return rc;
+}
+
 /* ---- Polling ------------------------------------------------------------- */
 
 /*
@@ -794,7 +805,7 @@ static int take_requests(struct be_io *io, bool may_spin)
 {
 	int rc;
 
-	while ((rc = consume(io)) == RING_DRAINED) {
+	while ((rc = consume_batch(io)) == RING_DRAINED) {
 		/* What was answered while taking (a synchronous driver,
 		 * a rejection) is announced before the loop spins or
 		 * sleeps: no CQE may come to wake it for them. */
@@ -987,6 +998,8 @@ int be_io_run_once(struct be_io *io, int timeout_ms)
 		return rc;
 	reap(io);
 	retry_waiting(io);
+	/* what the completions let go (a held barrier, a waiting request) */
+	storage_queue_commit(io->cfg.storage, io->sq);
 	if (io->kicked) {
 		io->kicked = false;
 		be_stat_add(&io->cfg.stats->evt_in, 1);
@@ -1024,6 +1037,7 @@ void be_io_destroy(struct be_io *io)
 		io->stopping = true;
 		while (io->inflight || io->waiting) {
 			retry_waiting(io);     /* what drained made room */
+			storage_queue_commit(io->cfg.storage, io->sq);
 			if (!io->inflight && io->waiting) {
 				struct be_pending *p = io->waiting;
 

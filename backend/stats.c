@@ -39,6 +39,7 @@ void be_stats_add_to(struct be_stats *sum, const struct be_stats *q)
 	sum->errors += rd(&q->errors);
 	sum->polls += rd(&q->polls);
 	sum->poll_hits += rd(&q->poll_hits);
+	sum->helper_req += rd(&q->helper_req);
 	for (unsigned int i = 0; i < BE_LAT_BUCKETS; i++)
 		sum->lat[i] += rd(&q->lat[i]);
 }

@@ -24,6 +24,8 @@
  * requests, storage errors, unsupported operations.
  * polls/poll_hits (ours) count the queue thread's spins before a sleep
  * (poll_duration_us) and those that found a request or a completion.
+ * helper_req (ours) counts requests whose I/O the queue's sync_io helper
+ * thread did (storage/raw.c; the queue thread adds them at the join).
  */
 #ifndef XBD_BACKEND_STATS_H
 #define XBD_BACKEND_STATS_H
@@ -47,6 +49,9 @@ struct be_stats {
 	/* polling (poll_duration_us, io_uring.c): spins on the ring and the
 	 * CQ before a sleep, and those that found work (no sleep then) */
 	uint64_t polls, poll_hits;
+	/* raw sync_io (storage/raw.c): reads and writes of deep batches
+	 * whose preadv/pwritev the queue's helper thread did */
+	uint64_t helper_req;
 	uint64_t lat[BE_LAT_BUCKETS];   /* completion latency histogram */
 };
 

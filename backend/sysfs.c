@@ -68,7 +68,8 @@ enum stat_id {
 	ST_OO_REQ, ST_RD_REQ, ST_WR_REQ, ST_F_REQ, ST_DS_REQ, ST_RD_SECT, ST_WR_SECT,
 	ST_INFLIGHT, ST_LATENCY_US, ST_POOL_FREE, ST_POOL_IN_USE, ST_PGRANTS,
 	ST_SQUEEZES, ST_EVT_IN, ST_EVT_OUT, ST_ADOPTED, ST_REPLAYED_REQ,
-	ST_MEM_WAITS, ST_BUDGET_PAGES, ST_ERRORS, ST_POLLS, ST_POLL_HITS, ST_COUNT
+	ST_MEM_WAITS, ST_BUDGET_PAGES, ST_ERRORS, ST_POLLS, ST_POLL_HITS,
+	ST_HELPER_REQ, ST_COUNT
 };
 static const char *const stat_names[ST_COUNT] = {
 	[ST_OO_REQ] = "oo_req", [ST_RD_REQ] = "rd_req", [ST_WR_REQ] = "wr_req",
@@ -80,6 +81,7 @@ static const char *const stat_names[ST_COUNT] = {
 	[ST_ADOPTED] = "adopted", [ST_REPLAYED_REQ] = "replayed_req",
 	[ST_MEM_WAITS] = "mem_waits", [ST_BUDGET_PAGES] = "budget_pages",
 	[ST_ERRORS] = "errors", [ST_POLLS] = "polls", [ST_POLL_HITS] = "poll_hits",
+	[ST_HELPER_REQ] = "helper_req",
 };
 enum { NR_STATS = ST_COUNT };
 
@@ -223,6 +225,7 @@ static int render_stat(const struct node *n, char *buf, size_t len)
 		[ST_ADOPTED] = s.adopted, [ST_REPLAYED_REQ] = s.replayed_req,
 		[ST_MEM_WAITS] = s.mem_waits, [ST_BUDGET_PAGES] = v.budget_pages,
 		[ST_ERRORS] = s.errors, [ST_POLLS] = s.polls, [ST_POLL_HITS] = s.poll_hits,
+		[ST_HELPER_REQ] = s.helper_req,
 	};
 	if (n->idx != ST_LATENCY_US)
 		return snprintf(buf, len, "%" PRIu64 "\n", val[n->idx]);

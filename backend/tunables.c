@@ -106,6 +106,12 @@ static const struct tunable table[TUN_COUNT] = {
 		"with preadv/pwritev on their queue thread instead of through its "
 		"io_uring; auto: only files in memory (tmpfs, ramfs, hugetlbfs) "
 		"(xbd only)" },
+	[TUN_SYNC_IO_BATCH] = {
+		"sync_io_batch", TUN_UINT, 8, 0, 4096, 0644,
+		"A queue served with sync_io that takes at least this many reads and "
+		"writes off its ring at once shares their preadv/pwritev with its "
+		"helper thread, on another CPU; 0: the queue thread does all "
+		"(xbd only)" },
 	/* I/O limits of new vbds (limit.h); the toolstack's nodes win */
 	LIMIT_DEFAULT(READ_IOPS, "read_iops",
 		      "Read requests per second a new vbd may do; 0: no limit"),

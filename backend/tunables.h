@@ -37,6 +37,7 @@ enum tun_id {
 	TUN_SIZE_CHECK_MS,
 	TUN_POLL_DURATION_US,
 	TUN_SYNC_IO,
+	TUN_SYNC_IO_BATCH,
 	/* a new vbd's I/O limits (limit.h), in be_limit_key order */
 	TUN_DEFAULT_READ_IOPS, TUN_DEFAULT_WRITE_IOPS,
 	TUN_DEFAULT_READ_BPS, TUN_DEFAULT_WRITE_BPS,

@@ -1,7 +1,8 @@
 #!/bin/sh
 # `make check-tsan`: the ThreadSanitizer build (O=build-tsan SAN=thread,
 # built by make before this runs) through every unit test and the system
-# tests that run several threads in one process: the queue threads,
+# tests that run several threads in one process: the queue threads (and
+# their sync_io helper threads, storage/raw.c),
 # control thread and reaper thread of xbd-blkback, the callers' threads on
 # the channels of libxbdfront (the fio engine with fio's --thread jobs),
 # and the FUSE worker threads of xbd-blkfront.  Any report fails: a unit
@@ -91,5 +92,6 @@ XBD_BUILD="$build" /usr/bin/python3 -m pytest -p no:cacheprovider -q -rs \
 	"$sys/test_backend_adopt.py::test_kills_during_adoption_itself" \
 	"$sys/test_hostile_control.py::test_flipping_and_slow_close_do_not_delay_another_connect[unlocked]" \
 	"$sys/test_faults_guest_kill.py::test_real_guest_killed_mid_io_frees_everything" \
-	"$sys/test_sysfs.py::test_devices_and_max_queues_next_connection"
+	"$sys/test_sysfs.py::test_devices_and_max_queues_next_connection" \
+	"$sys/test_sync_io.py::test_helper_under_verify_seen_live"
 echo "check-tsan: passed in $(( $(date +%s) - start )) s"

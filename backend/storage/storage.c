@@ -151,6 +151,12 @@ void storage_queue_ready(const struct storage *s, struct storage_queue *q,
 		s->drv->ready(q, revents);
 }
 
+void storage_queue_commit(const struct storage *s, struct storage_queue *q)
+{
+	if (s->drv && s->drv->commit && q)
+		s->drv->commit(q);
+}
+
 void storage_queue_tick(const struct storage *s, struct storage_queue *q,
 			uint64_t now_ns)
 {

@@ -32,7 +32,10 @@
  *                             through the same io_uring, and on readiness
  *                             (storage_queue_ready) or a tick deliver each
  *                             completion through loop->complete().
- *                         No thread is started per request or per queue.
+ *                         No thread is started per request; the one
+ *                         exception per queue is raw sync_io's helper
+ *                         (raw.c), made by queue_open, joined by
+ *                         queue_close.
  *
  * A completion's result is what io_uring would say: the bytes moved for a
  * read or write, 0 for a flush or discard, or -errno.
@@ -114,6 +117,10 @@ struct storage_loop {
 	/* A completion that did not come as a CQE (tag as submitted). */
 	void (*complete)(void *ctx, uint64_t tag, int res);
 	void *ctx;
+	/* The queue's count of requests whose I/O another thread of the
+	 * driver did (raw sync_io: the queue's helper); the queue thread
+	 * adds to it.  NULL: not counted. */
+	uint64_t *helped;
 };
 
 enum storage_op {
@@ -153,6 +160,12 @@ struct storage_driver {
 	/* Only with nothing in flight (the loop drains first). */
 	void (*queue_close)(struct storage_queue *q);
 	int (*submit)(struct storage_queue *q, const struct storage_req *r);
+	/* Optional: submit() may defer requests (STORAGE_QUEUED) to serve
+	 * them together; the loop calls commit() once it has taken what it
+	 * could and before it answers, spins or sleeps, and every deferred
+	 * request's completion has come through loop->complete() when it
+	 * returns (raw sync_io: a deep batch is shared with a helper). */
+	void (*commit)(struct storage_queue *q);
 	/* Optional (socket drivers): the fd to poll and for what (POLLIN /
 	 * POLLOUT), or -1 for none just now. */
 	int (*poll)(struct storage_queue *q, short *events);
@@ -208,6 +221,8 @@ void storage_queue_close(const struct storage *s, struct storage_queue *q);
 /* STORAGE_QUEUED, 0 (done now, successfully) or -errno (failed now). */
 int storage_submit(const struct storage *s, struct storage_queue *q,
 		   const struct storage_req *r);
+/* The loop took what it could: serve what submit() deferred (above). */
+void storage_queue_commit(const struct storage *s, struct storage_queue *q);
 int storage_queue_poll(const struct storage *s, struct storage_queue *q,
 		       short *events);
 void storage_queue_ready(const struct storage *s, struct storage_queue *q,

@@ -15,7 +15,7 @@ poll counters per request, for every run, then the median of each.
 
 usage: bench/poll/ab.py [BUILD] [--rounds N] [--seconds S] [--qd 1,64]
                         [--be 0,50] [--fe 50] [--pin] [--ignore-load]
-                        [--sync Y,N] [--host]
+                        [--sync Y,N] [--batch 0,8] [--host]
 --pin runs xbd-blkback on CPU 0 and fio on CPU 1 (as a backend domain and
 a guest have their own vCPUs on Xen); without, the scheduler places them.
 --sync Y,N: the raw driver's sync_io (Documentation/backend.md, "Files
@@ -25,6 +25,10 @@ each, of the same random bytes), and the runs pick the disk.  --host adds
 host fio on the first file in the same rounds: io_uring at each depth
 and psync at depth 1 (both --direct=1; on tmpfs io_uring hands each read
 to its io-wq workers, so psync is the fair bound of a synchronous path).
+--batch 0,8: the sync_io_batch module parameter (a sync_io queue's
+helper thread, Documentation/backend.md) A/B too, written into the tree
+between runs like poll_duration_us; the per-request line then has the
+helper's share (helper_req / rd_req).
 """
 import argparse
 import glob
@@ -64,7 +68,7 @@ def vbd_dirs(m, vdev, *sub):
 def vbd_stats(m, vdev="xvdb"):
     d = vbd_dirs(m, vdev, "statistics")
     out = {}
-    for n in ("rd_req", "evt_in", "evt_out", "polls", "poll_hits"):
+    for n in ("rd_req", "evt_in", "evt_out", "polls", "poll_hits", "helper_req"):
         try:
             with open(os.path.join(d[0], n)) as f:
                 out[n] = int(f.read())
@@ -109,7 +113,8 @@ def run_fio(m, build, qd, fe, seconds, pin, vdev="xvdb", host=None):
         n = st[1]["rd_req"] - st[0]["rd_req"]
         d = {k: (st[1][k] - st[0][k]) / n for k in st[0]}
         print(f"   per request: evt_in {d['evt_in']:.2f} evt_out {d['evt_out']:.2f} "
-              f"polls {d['polls']:.2f} hits {d['poll_hits']:.2f}", flush=True)
+              f"polls {d['polls']:.2f} hits {d['poll_hits']:.2f} "
+              f"helper {d['helper_req']:.2f}", flush=True)
     if out.returncode:
         raise RuntimeError(out.stderr[-600:])
     js = json.loads(out.stdout[out.stdout.index("{"):])
@@ -137,6 +142,8 @@ def main():
                     help="xbd-blkback on CPU 0, fio on CPU 1")
     ap.add_argument("--sync", default="",
                     help="sync_io values to compare (Y,N), a disk each")
+    ap.add_argument("--batch", default="",
+                    help="sync_io_batch values to compare (0,8)")
     ap.add_argument("--host", action="store_true",
                     help="host fio io_uring and psync on the file too")
     a = ap.parse_args()
@@ -187,35 +194,41 @@ def main():
             with open(os.path.join(d[0], "sync_io")) as f:
                 print(f"{VDEVS[i]}: sync_io {f.read().strip()} ({stores[i]})",
                       flush=True)
-        combos = [(qd, be, fe, sync) for qd in map(int, a.qd.split(","))
+        batches = [x for x in a.batch.split(",") if x] or [None]
+        combos = [(qd, be, fe, sync, b) for qd in map(int, a.qd.split(","))
                   for fe in map(int, a.fe.split(","))
                   for be in map(int, a.be.split(","))
-                  for sync in syncs]
+                  for sync in syncs for b in batches]
         if a.host:
-            combos += [(qd, "host", "io_uring", None) for qd in map(int, a.qd.split(","))]
-            combos += [(1, "host", "psync", None)]
+            combos += [(qd, "host", "io_uring", None, None)
+                       for qd in map(int, a.qd.split(","))]
+            combos += [(1, "host", "psync", None, None)]
         for r in range(a.rounds):
-            for qd, be, fe, sync in (combos if r % 2 == 0 else combos[::-1]):
+            for qd, be, fe, sync, b in (combos if r % 2 == 0 else combos[::-1]):
                 if be == "host":
                     iops, us = run_fio(m, build, qd, 0, a.seconds, a.pin,
                                        host=(fe, store))
                 else:
                     with open(tun, "w") as f:
                         f.write(str(be))
+                    if b is not None:
+                        with open(os.path.join(params, "sync_io_batch"), "w") as f:
+                            f.write(b)
                     iops, us = run_fio(m, build, qd, fe, a.seconds, a.pin,
                                        vdev=VDEVS[syncs.index(sync)])
-                res.setdefault((qd, str(be), str(fe), str(sync)), []).append((iops, us))
+                res.setdefault((qd, str(be), str(fe), str(sync), str(b)),
+                               []).append((iops, us))
                 print(f"round {r} qd {qd:3} backend {be:4} frontend {fe:4} "
-                      f"sync_io {sync}: "
+                      f"sync_io {sync} batch {b}: "
                       f"{iops/1000:7.1f}k IOPS {us:5.2f} us CPU/IO", flush=True)
     finally:
         m.stop()
         for s in stores:
             os.unlink(s)
     print("median of", a.rounds, "rounds:")
-    for (qd, be, fe, sync), v in sorted(res.items()):
+    for (qd, be, fe, sync, b), v in sorted(res.items()):
         what = (f"host fio {fe:8}" if be == "host" else
-                f"backend poll {be:4} frontend poll {fe:4} sync_io {sync}")
+                f"backend poll {be:4} frontend poll {fe:4} sync_io {sync} batch {b}")
         print(f"qd {qd:3} {what}: "
               f"{statistics.median(x for x, _ in v)/1000:7.1f}k IOPS "
               f"(range {min(x for x, _ in v)/1000:.1f}-{max(x for x, _ in v)/1000:.1f}k), "
