@@ -267,20 +267,36 @@ def _k(v):
     return f"{v / 1000:.1f}k" if v >= 10000 else f"{v:.0f}"
 
 
+def _cpu(side):
+    """CPU µs per I/O of one side's processes: "fio 10 + nbdkit 9"."""
+    return " + ".join(f"{k} {v:.0f}" for k, v in side.items()) if side else "–"
+
+
 def storage_table(st):
+    """Median IOPS and ratio of the rounds (a result of format 2 without
+    rounds: its one run), and each side's CPU per I/O when recorded."""
     lines = ["| store | workload | fio's own engine | xbd fio engine | xbd / fio | "
-             "goal ≥ 0.9 |", "| --- | --- | ---: | ---: | ---: | --- |"]
+             "rounds: lowest–highest | CPU µs per I/O, fio's engine | CPU µs per I/O, xbd | "
+             "goal ≥ 0.9 |", "| --- | --- | ---: | ---: | ---: | ---: | --- | --- | --- |"]
     for r in st.get("results", []):
-        ratio = r["xbd_iops"] / r["fio_iops"] if r.get("fio_iops") else None
+        ratio = r.get("ratio")
+        if ratio is None and r.get("fio_iops"):
+            ratio = r["xbd_iops"] / r["fio_iops"]
+        span = (f"{len(r['rounds'])}: {r['ratio_min']:.2f}–{r['ratio_max']:.2f}"
+                if r.get("rounds") else "1")
+        cpu = r.get("cpu_us_per_io", {})
         lines.append(f"| {r['store']} | {r['workload']} | {_k(r['fio_iops'])} IOPS "
                      f"({r['fio_engine']}) | {_k(r['xbd_iops'])} | "
-                     f"{report._f(ratio)} | {met(ratio, 0.9, False)} |")
+                     f"{report._f(ratio)} | {span} | {_cpu(cpu.get('fio'))} | "
+                     f"{_cpu(cpu.get('xbd'))} | {met(ratio, 0.9, False)} |")
     return "\n".join(lines)
 
 
 def storage_text(st, path, suite=None):
     parts = [provenance(st, f"bench/storage, `bench/results/{os.path.basename(path)}`, "
-                            f"{st.get('seconds', '?')} s per run"), "", storage_table(st)]
+                            f"{st.get('seconds', '?')} s per run"
+                            + (f", {st['rounds']} rounds, the sides alternating; median"
+                               if st.get("rounds") else "")), "", storage_table(st)]
     for s in st.get("skipped", []):
         parts += ["", f"Not measured: **{s['store']}** — {s['why']}."]
     if suite:
@@ -298,7 +314,7 @@ def storage_line(st):
     by = {}
     for r in st.get("results", []):
         if r.get("fio_iops"):
-            by.setdefault(r["store"], []).append(r["xbd_iops"] / r["fio_iops"])
+            by.setdefault(r["store"], []).append(r.get("ratio") or r["xbd_iops"] / r["fio_iops"])
     if not by:
         return "No storage figures in the last run."
     bits = [f"{k} {min(v):.2f}–{max(v):.2f}" if len(v) > 1 else f"{k} {v[0]:.2f}"
