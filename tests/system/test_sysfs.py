@@ -87,7 +87,7 @@ def test_parameters_as_linux(daemons, machine, backends):
                                   "io_wait_poll", "max_queue_pages", "max_vbd_pages",
                                   "max_total_pages", "max_connects_per_second",
                                   "storage_outage_ms", "size_check_ms",
-                                  "poll_duration_us", "sync_io"} | {
+                                  "poll_duration_us", "sync_io", "sync_io_batch"} | {
         f"default_{k}{b}" for k in ("read_iops", "write_iops", "read_bps", "write_bps")
         for b in ("", "_burst")}
     for name, (default, mode) in LINUX.items():
