@@ -21,6 +21,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "lib/cpu.h"
 #include "backend/io_uring.h"
 #include "backend/tunables.h"
 
@@ -741,15 +742,6 @@ static void poll_learn(struct be_io *io, bool hit, uint64_t t, uint64_t w, uint6
 	io->poll_ns = next > max ? max : next;
 }
 
-static inline void cpu_relax(void)
-{
-#if defined(__x86_64__) || defined(__i386__)
-	__builtin_ia32_pause();
-#elif defined(__aarch64__)
-	__asm__ __volatile__("yield" ::: "memory");
-#endif
-}
-
 /* Spin for work; true when some came (a request, or a CQE to reap). */
 static bool poll_spin(struct be_io *io)
 {
@@ -779,7 +771,7 @@ static bool poll_spin(struct be_io *io)
 				break;
 			}
 		}
-		cpu_relax();
+		xbd_cpu_relax();
 	}
 	be_stat_add(&s->polls, 1);
 	if (lost) {

@@ -35,6 +35,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "lib/cpu.h"
 #include "frontend/channel.h"
 
 #define NR_IOS_MIN 128u           /* descriptors per channel, at least */
@@ -251,7 +252,7 @@ static void ring_teardown(struct fe_chan *c)
 {
 	__atomic_store_n(&c->spin_prod, &c->spin_idle, __ATOMIC_SEQ_CST);
 	while (__atomic_load_n(&c->spinners, __ATOMIC_SEQ_CST))
-		__builtin_ia32_pause();
+		xbd_cpu_relax();
 	fe_ring_destroy(&c->ring);
 	if (c->port >= 0)
 		(void)xbd_evtchn_unbind(c->evt, (xbd_evtchn_port_t)c->port);
@@ -1323,7 +1324,7 @@ static bool ready(struct fe_chan *c, uint64_t budget_ns, uint64_t *spent)
 		}
 		if (!budget_ns || ((i & 15) == 15 && now_ns() - t0 >= budget_ns))
 			break;
-		__builtin_ia32_pause();
+		xbd_cpu_relax();
 	}
 	__atomic_sub_fetch(&c->spinners, 1, __ATOMIC_SEQ_CST);
 	if (spent)

@@ -56,6 +56,7 @@
 #include <linux/futex.h>
 #include <sys/syscall.h>
 
+#include "lib/cpu.h"
 #include "backend/storage/storage.h"
 #include "backend/tunables.h"
 
@@ -369,15 +370,6 @@ static bool claim(struct storage_queue *q, uint32_t limit, uint32_t *c)
 	return true;
 }
 
-static inline void cpu_relax(void)
-{
-#if defined(__x86_64__) || defined(__i386__)
-	__builtin_ia32_pause();
-#elif defined(__aarch64__)
-	__asm__ __volatile__("yield" ::: "memory");
-#endif
-}
-
 static void serve(struct storage_queue *q, uint32_t c)
 {
 	struct sync_item *it = &q->items[c % q->depth];
@@ -408,7 +400,7 @@ static void *helper_main(void *arg)
 		unsigned int i = 0;
 		while (!helper_has_work(q) && !ld(&q->stop) &&
 		       ((++i & 63) || mono_ns() - t0 < HELPER_SPIN_NS))
-			cpu_relax();
+			xbd_cpu_relax();
 		if (helper_has_work(q))
 			continue;
 		uint32_t w = ld(&q->wake);
@@ -438,7 +430,7 @@ static void join_helper(struct storage_queue *q, uint32_t n)
 
 	for (unsigned int i = 1; (v = ld(&q->hdone)) != n; i++) {
 		if (i & 63) {
-			cpu_relax();
+			xbd_cpu_relax();
 			continue;
 		}
 		if (!t0)

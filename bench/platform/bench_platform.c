@@ -25,6 +25,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "lib/cpu.h"
 #include "platform/platform.h"
 
 #define BATCH 32
@@ -267,7 +268,7 @@ static double raw_spin_pingpong(void)
 	if (pid == 0) {
 		for (uint32_t i = 1; i <= 2 * (uint32_t)rounds; i += 2) {
 			while (__atomic_load_n(line, __ATOMIC_ACQUIRE) != i)
-				__builtin_ia32_pause();
+				xbd_cpu_relax();
 			__atomic_store_n(line, i + 1, __ATOMIC_RELEASE);
 		}
 		_exit(0);
@@ -276,7 +277,7 @@ static double raw_spin_pingpong(void)
 	for (uint32_t i = 0; i < 2 * (uint32_t)rounds; i += 2) {
 		__atomic_store_n(line, i + 1, __ATOMIC_RELEASE);
 		while (__atomic_load_n(line, __ATOMIC_ACQUIRE) != i + 2)
-			__builtin_ia32_pause();
+			xbd_cpu_relax();
 	}
 	t = (now() - t0) / (double)rounds * 1e6;
 	waitpid(pid, NULL, 0);
