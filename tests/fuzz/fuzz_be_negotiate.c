@@ -15,7 +15,8 @@
  *   - a fake platform: grant refs 0..63 map if the input granted them
  *     (fresh zeroed pages: an empty ring), ports 1..63 bind if the input
  *     allows it; every map, bind and handle is counted.
- * The queues really start (a thread and an io_uring each) and stop.
+ * The queues really start and stop, on the fuzzer's thread: a fake
+ * io_uring and the queue thread's loop run at the join (see below).
  *
  * Checked: no crash/UB/leak; Connected only with 1..max_queues queues of
  * order <= max_order whose every ring ref and port is the frontend's
@@ -29,6 +30,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <liburing.h>
+#include <poll.h>
+#include <pthread.h>
 #include <sys/eventfd.h>
 #include <unistd.h>
 
@@ -360,6 +364,189 @@ static const struct platform_ops fz_ops = {
 };
 static struct xbd_platform fz_plat = { .ops = &fz_ops };
 
+/* ---- the queues, driven on the fuzzer's thread ------------------------ */
+
+/*
+ * be_queue_start (backend/queue.c) sets the engine up on the control
+ * thread, then hands it to a thread of its own that runs be_io_run until
+ * be_queue_stop writes the queue's stop eventfd and joins it.  Per input
+ * that was a real thread and a real io_uring per queue: 60 % of an
+ * execution on an evolved corpus was the kernel's (clone, the io_uring's
+ * set-up and teardown), none of it reachable by the peer.  Here:
+ *   - io_uring_queue_init/exit and io_uring_submit* are wrapped
+ *     (-Wl,--wrap), so the engine's liburing inlines run on rings in heap
+ *     memory, one per queue; the only SQEs a queue makes here are its
+ *     POLL_ADDs on the event-channel and stop eventfds (the rings the fake
+ *     platform maps are empty: no request, so no I/O; anything else is a
+ *     check failure), held until their fd is readable (a real poll(2)
+ *     with no timeout at each submit);
+ *   - pthread_create is wrapped to record the queue thread's function
+ *     instead of starting it, and pthread_join runs it on the fuzzer's
+ *     thread: be_queue_stop has written the stop eventfd by then, so
+ *     be_io_run makes the turns the thread would make before it stops
+ *     (the ring read, the stop CQE, the done eventfd) and returns.
+ * What the thread would do between start and stop on an empty ring is
+ * wait; be_request fuzzes the loop with requests.
+ */
+#define FZ_URINGS 8u                /* max_queues % 8 + 1 */
+#define FZ_USQES 4096u
+struct fz_uring {
+	bool live;
+	unsigned int sq_head, cq_head, cq_tail, zero, cq_entries, npolls;
+	struct { int fd; uint64_t ud; } polls[4];
+	struct io_uring_sqe sqes[FZ_USQES];
+	struct io_uring_cqe cqes[2 * FZ_USQES];
+};
+static struct fz_uring *urings[FZ_URINGS];
+
+static struct fz_uring *uring_of(struct io_uring *ring)
+{
+	for (unsigned int i = 0; i < FZ_URINGS; i++)
+		if (urings[i] && urings[i]->live && ring->sq.sqes == urings[i]->sqes)
+			return urings[i];
+	CHECK(!"io_uring not made by io_uring_queue_init");
+	return NULL;
+}
+
+int __wrap_io_uring_queue_init(unsigned entries, struct io_uring *ring, unsigned flags)
+{
+	struct fz_uring *u = NULL;
+	unsigned int n = 1;
+
+	CHECK(flags == 0);
+	while (n < entries)
+		n <<= 1;
+	CHECK(n <= FZ_USQES);
+	for (unsigned int i = 0; i < FZ_URINGS && !u; i++) {
+		if (!urings[i])
+			urings[i] = calloc(1, sizeof(*urings[i]));   /* kept: reused */
+		if (!urings[i]->live)
+			u = urings[i];
+	}
+	CHECK(u);
+	u->live = true;
+	u->sq_head = u->cq_head = u->cq_tail = u->zero = u->npolls = 0;
+	u->cq_entries = 2 * n;
+	memset(ring, 0, sizeof(*ring));
+	ring->sq.khead = ring->sq.ktail = &u->sq_head;   /* ktail: at submit */
+	ring->sq.kflags = ring->sq.kdropped = &u->zero;
+	ring->sq.sqes = u->sqes;
+	ring->sq.ring_mask = n - 1;
+	ring->sq.ring_entries = n;
+	ring->cq.khead = &u->cq_head;
+	ring->cq.ktail = &u->cq_tail;
+	ring->cq.kflags = ring->cq.koverflow = &u->zero;
+	ring->cq.cqes = u->cqes;
+	ring->cq.ring_mask = u->cq_entries - 1;
+	ring->cq.ring_entries = u->cq_entries;
+	ring->ring_fd = ring->enter_ring_fd = -1;
+	return 0;
+}
+
+void __wrap_io_uring_queue_exit(struct io_uring *ring)
+{
+	uring_of(ring)->live = false;
+}
+
+/* Take the queued SQEs, complete the polls whose fd is readable. */
+static void uring_submit(struct io_uring *ring)
+{
+	struct fz_uring *u = uring_of(ring);
+	struct io_uring_sq *sq = &ring->sq;
+
+	for (; sq->sqe_head != sq->sqe_tail; sq->sqe_head++) {
+		const struct io_uring_sqe *sqe = &sq->sqes[sq->sqe_head & sq->ring_mask];
+
+		CHECK(sqe->opcode == IORING_OP_POLL_ADD && sqe->poll32_events == POLLIN);
+		CHECK(u->npolls < sizeof(u->polls) / sizeof(u->polls[0]));
+		u->polls[u->npolls].fd = sqe->fd;
+		u->polls[u->npolls++].ud = sqe->user_data;
+	}
+	u->sq_head = sq->sqe_tail;
+	for (unsigned int i = 0; i < u->npolls;) {
+		struct pollfd p = { u->polls[i].fd, POLLIN, 0 };
+
+		if (poll(&p, 1, 0) != 1) {
+			i++;
+			continue;
+		}
+		CHECK(u->cq_tail - u->cq_head < u->cq_entries);
+		u->cqes[u->cq_tail++ & (u->cq_entries - 1)] =
+			(struct io_uring_cqe){ .user_data = u->polls[i].ud, .res = p.revents };
+		u->polls[i] = u->polls[--u->npolls];
+	}
+}
+
+int __wrap_io_uring_submit(struct io_uring *ring)
+{
+	int n = (int)(ring->sq.sqe_tail - ring->sq.sqe_head);
+
+	uring_submit(ring);
+	return n;
+}
+
+int __wrap_io_uring_submit_and_wait(struct io_uring *ring, unsigned wait_nr)
+{
+	int n = __wrap_io_uring_submit(ring);
+	struct fz_uring *u = uring_of(ring);
+
+	/* Only the fuzzer's thread runs: a wait nothing ends would hang. */
+	CHECK(u->cq_tail - u->cq_head >= wait_nr);
+	return n;
+}
+
+int __wrap_io_uring_submit_and_wait_timeout(struct io_uring *ring,
+		struct io_uring_cqe **cqe_ptr, unsigned wait_nr,
+		struct __kernel_timespec *ts, sigset_t *sigmask)
+{
+	struct fz_uring *u = uring_of(ring);
+
+	(void)ts;
+	(void)sigmask;
+	__wrap_io_uring_submit(ring);
+	if (u->cq_tail - u->cq_head < wait_nr)
+		return -ETIME;             /* the timeout, without the wait */
+	*cqe_ptr = &u->cqes[u->cq_head & (u->cq_entries - 1)];
+	return 0;
+}
+
+struct fz_thread {
+	void *(*fn)(void *);
+	void *arg;
+};
+static struct fz_thread threads[FZ_URINGS];
+static int live_threads;
+
+int __wrap_pthread_create(pthread_t *t, const pthread_attr_t *a, void *(*fn)(void *), void *arg)
+{
+	(void)a;
+	for (unsigned int i = 0; i < FZ_URINGS; i++) {
+		if (threads[i].fn)
+			continue;
+		threads[i] = (struct fz_thread){ fn, arg };
+		*t = (pthread_t)(i + 1);
+		live_threads++;
+		return 0;
+	}
+	CHECK(!"more queue threads than queues");
+	return EAGAIN;
+}
+
+int __wrap_pthread_join(pthread_t t, void **ret)
+{
+	struct fz_thread *th;
+	void *r;
+
+	CHECK(t >= 1 && t <= FZ_URINGS && threads[t - 1].fn);
+	th = &threads[t - 1];
+	r = th->fn(th->arg);       /* the queue's loop, until it sees stop */
+	if (ret)
+		*ret = r;
+	th->fn = NULL;
+	live_threads--;
+	return 0;
+}
+
 /* ---- one input ------------------------------------------------------------ */
 
 static char run_dir[64], disk_path[96];
@@ -596,7 +783,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	put(FE_PATH, "state", "6");                 /* the frontend closes */
 	be_dev_changed(d);
 	be_dev_remove(d);
-	CHECK(live_maps == 0 && bound_ports == 0 && open_handles == 0);
+	CHECK(live_maps == 0 && bound_ports == 0 && open_handles == 0 && live_threads == 0);
 	xclear();
 	return 0;
 }
