@@ -151,6 +151,11 @@ struct domain *domain_get(uint32_t domid, bool create)
 	return d;
 }
 
+uint32_t domain_id_end(void)
+{
+	return domains_end;
+}
+
 bool domain_exists(uint32_t domid)
 {
 	struct domain *d = domain_get(domid, false);

@@ -169,6 +169,8 @@ struct domain {
 };
 struct domain *domain_get(uint32_t domid, bool create);
 bool domain_exists(uint32_t domid);
+/* One past the highest domid that has (or had) a struct domain. */
+uint32_t domain_id_end(void);
 int domain_introduce(uint32_t domid);
 int domain_release(uint32_t domid);
 /* A node owned by owner appears (+1) or goes (-1). */

@@ -360,6 +360,42 @@ static void test_persist_round_trip_and_corruption(void **state)
 	assert_int_equal(persist_load(file), -ENOENT);
 }
 
+/* CONTROL check finds a counter that disagrees with the store, for a
+ * domain with an entry and for a node owner above every domain's id
+ * (the recount stops at the highest domid it can meet, not at 32k). */
+static void test_check_finds_bad_accounting(void **state)
+{
+	struct peer a = peer_new(true, 0);
+	struct domain *d;
+	struct node *n;
+	char *reply, out[XS_MAX_PAYLOAD + 1];
+
+	(void)state;
+	assert_string_equal(op(&a, XS_WRITE, 0, "/acct", "v"), "OK");
+	assert_int_equal(request(&a, XS_SET_PERMS, 0, "/acct\0n3", 9, out), 3);
+	assert_string_equal(op(&a, XS_CONTROL, 0, "check", NULL), "OK");
+	d = domain_get(3, false);
+	assert_non_null(d);
+	d->nodes++;
+	reply = strdup(op(&a, XS_CONTROL, 0, "check", NULL));
+	assert_non_null(strstr(reply, "inconsistent: domain 3 "));
+	free(reply);
+	d->nodes--;
+	assert_string_equal(op(&a, XS_CONTROL, 0, "check", NULL), "OK");
+	n = db_get("/acct");
+	assert_non_null(n);
+	n->perms[0].domid = 30000;     /* an owner with no struct domain */
+	reply = strdup(op(&a, XS_CONTROL, 0, "check", NULL));
+	assert_non_null(strstr(reply, "inconsistent: domain 3 "));
+	free(reply);
+	d->nodes--;
+	d->memory = 0;
+	reply = strdup(op(&a, XS_CONTROL, 0, "check", NULL));
+	assert_non_null(strstr(reply, "inconsistent: domain 30000 "));
+	free(reply);
+	close(a.fd);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -378,6 +414,8 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_unprivileged_quota_and_perms,
 						setup_store, teardown_store),
 		cmocka_unit_test_setup_teardown(test_persist_round_trip_and_corruption,
+						setup_store, teardown_store),
+		cmocka_unit_test_setup_teardown(test_check_finds_bad_accounting,
 						setup_store, teardown_store),
 	};
 	int rc = cmocka_run_group_tests(tests, NULL, NULL);
