@@ -176,6 +176,20 @@ def tree_polls(sysfs):
     return out
 
 
+def wait_still(fio, read, moved, what):
+    """Wait until the counters read() returns have moved (moved(a)) and
+    stand still for 0.5 s while fio (thinking) still runs."""
+    def still():
+        try:
+            a = read()
+            time.sleep(0.5)
+            return a if a and moved(a) and a == read() else None
+        except (OSError, ValueError):
+            return None
+    wait_until(lambda: still() or fio.poll() is not None, timeout=60, what=what)
+    assert fio.poll() is None, fio.communicate()
+
+
 def test_polls_shown_as_in_the_tree(guest):
     """The backend's polling counters: 256 reads at depth 1 through the
     fio engine (a polling backend spins each time the ring goes empty),
@@ -197,16 +211,8 @@ def test_polls_shown_as_in_the_tree(guest):
         cwd=guest.rundir, env=engine_env(guest), stdout=subprocess.PIPE,
         stderr=subprocess.PIPE, text=True)
     try:
-        def still():
-            try:
-                a = tree_polls(sysfs)
-                time.sleep(0.5)
-                return a if a and a["vbd"][0] > 0 and a == tree_polls(sysfs) else None
-            except (OSError, ValueError):
-                return None
-        wait_until(lambda: still() or fio.poll() is not None, timeout=60,
-                   what="the burst's polls, then still counters")
-        assert fio.poll() is None, fio.communicate()
+        wait_still(fio, lambda: tree_polls(sysfs), lambda a: a["vbd"][0] > 0,
+                   "the burst's polls, then still counters")
         before = tree_polls(sysfs)
         text = top(guest, "--batch", "-n", "1", "-d", "0.1")
         js = top(guest, "--json", "--queues", "-n", "1", "-d", "0.1")
@@ -258,16 +264,8 @@ def test_helper_requests_shown_as_in_the_tree(guest, shm_disk):  # noqa: F811
         cwd=guest.rundir, env=engine_env(guest), stdout=subprocess.PIPE,
         stderr=subprocess.PIPE, text=True)
     try:
-        def still():
-            try:
-                a = tree_helper(sysfs)
-                time.sleep(0.5)
-                return a if a and a["vbd"] > 0 and a == tree_helper(sysfs) else None
-            except (OSError, ValueError):
-                return None
-        wait_until(lambda: still() or fio.poll() is not None, timeout=60,
-                   what="the burst's helper requests, then still counters")
-        assert fio.poll() is None, fio.communicate()
+        wait_still(fio, lambda: tree_helper(sysfs), lambda a: a["vbd"] > 0,
+                   "the burst's helper requests, then still counters")
         before = tree_helper(sysfs)
         text = top(guest, "--batch", "-n", "1", "-d", "0.1")
         js = top(guest, "--json", "--queues", "-n", "1", "-d", "0.1",
