@@ -41,11 +41,11 @@
 /* The counters read per vbd (statistics/) and per queue (queue-N/). */
 enum cnt { C_RD_REQ, C_WR_REQ, C_RD_SECT, C_WR_SECT, C_INFLIGHT, C_GRANTS,
 	   C_POOL_FREE, C_POOL_USED, C_SQUEEZES, C_ERRORS, C_POLLS, C_POLL_HITS,
-	   NR_CNT };
+	   C_HELPER, NR_CNT };
 static const char *const cnt_file[NR_CNT] = {
 	"rd_req", "wr_req", "rd_sect", "wr_sect", "inflight", "persistent_grants",
 	"pool_pages_free", "pool_pages_in_use", "squeezes", "errors", "polls",
-	"poll_hits",
+	"poll_hits", "helper_req",
 };
 
 struct sample {
@@ -68,11 +68,11 @@ struct row {
 /* Sort columns: text ones ascending, numbers descending (biggest first). */
 enum key { K_VBD, K_GUEST, K_VDEV, K_IOPS, K_RD_IOPS, K_WR_IOPS, K_MBS,
 	   K_RD_MBS, K_WR_MBS, K_P50, K_P99, K_INFLIGHT, K_GRANTS, K_POOL,
-	   K_SQUEEZES, K_ERRORS, K_POLLS, K_POLL_HITS, NR_KEYS };
+	   K_SQUEEZES, K_ERRORS, K_POLLS, K_POLL_HITS, K_HELPER, NR_KEYS };
 static const char *const key_name[NR_KEYS] = {
 	"vbd", "guest", "vdev", "iops", "rd_iops", "wr_iops", "mbs", "rd_mbs",
 	"wr_mbs", "p50", "p99", "inflight", "grants", "pool", "squeezes", "errors",
-	"polls", "poll_hits",
+	"polls", "poll_hits", "helper_req",
 };
 
 struct top {
@@ -144,7 +144,8 @@ static void parse_latency(const char *s, uint64_t *lat)
 	}
 }
 
-/* A counter a backend of an older ABI lacks (errors, polls) reads as 0. */
+/* A counter a backend of an older ABI lacks (errors, polls, helper_req)
+ * reads as 0. */
 static void read_sample(const char *dir, struct sample *s)
 {
 	char buf[1024];
@@ -369,6 +370,7 @@ static double num_of(const struct row *r, enum key k)
 	case K_ERRORS: return (double)r->cur.c[C_ERRORS];
 	case K_POLLS: return (double)r->cur.c[C_POLLS];
 	case K_POLL_HITS: return (double)r->cur.c[C_POLL_HITS];
+	case K_HELPER: return (double)r->cur.c[C_HELPER];
 	default: return 0;
 	}
 }
@@ -450,14 +452,14 @@ static void sort_rows(struct top *t)
 /* ---- text ----------------------------------------------------------------- */
 
 static const char header_fmt[] =
-	"%-20s %5s %-8s %2s %-9s %8s %8s %8s %8s %7s %7s %5s %6s %6s %4s %4s %9s %9s %s";
+	"%-20s %5s %-8s %2s %-9s %8s %8s %8s %8s %7s %7s %5s %6s %6s %4s %4s %9s %9s %9s %s";
 
 static int header(char *buf, size_t len)
 {
 	return snprintf(buf, len, header_fmt, "GUEST", "DOMID", "VDEV", "Q",
 			"STATE", "RD_IOPS", "WR_IOPS", "RD_MB/s", "WR_MB/s", "P50_us",
 			"P99_us", "INFL", "GRANTS", "POOL", "SQZ", "ERR", "POLLS", "HITS",
-			"STORAGE");
+			"HELPER", "STORAGE");
 }
 
 static void fmt_lat(char *buf, size_t len, double v)
@@ -492,13 +494,14 @@ static int line(const struct row *r, char *buf, size_t len)
 	return snprintf(buf, len,
 			 "%-20.20s %5u %-8s %2s %-9.9s %8s %8s %8s %8s %7s %7s %5" PRIu64
 			 " %6" PRIu64 " %6" PRIu64 " %4" PRIu64 " %4" PRIu64 " %9" PRIu64
-			 " %9" PRIu64 " %s",
+			 " %9" PRIu64 " %9" PRIu64 " %s",
 			 guest, r->domid, r->vdev, q, r->queue < 0 ? r->state : "",
 			 ri, wi, rm, wm, p50, p99, r->cur.c[C_INFLIGHT],
 			 r->cur.c[C_GRANTS],
 			 r->cur.c[C_POOL_FREE] + r->cur.c[C_POOL_USED],
 			 r->cur.c[C_SQUEEZES], r->cur.c[C_ERRORS],
 			 r->cur.c[C_POLLS], r->cur.c[C_POLL_HITS],
+			 r->cur.c[C_HELPER],
 			 r->queue < 0 && r->storage[0] ? r->storage : "-");
 }
 
@@ -555,11 +558,12 @@ static void json_row(const struct row *r)
 	json_num("lat_p99_us", r->p99, r->p99 >= 0);
 	printf(",\"inflight\":%" PRIu64 ",\"persistent_grants\":%" PRIu64
 	       ",\"pool_pages\":%" PRIu64 ",\"squeezes\":%" PRIu64
-	       ",\"errors\":%" PRIu64 ",\"polls\":%" PRIu64 ",\"poll_hits\":%" PRIu64,
+	       ",\"errors\":%" PRIu64 ",\"polls\":%" PRIu64 ",\"poll_hits\":%" PRIu64
+	       ",\"helper_req\":%" PRIu64,
 	       r->cur.c[C_INFLIGHT], r->cur.c[C_GRANTS],
 	       r->cur.c[C_POOL_FREE] + r->cur.c[C_POOL_USED],
 	       r->cur.c[C_SQUEEZES], r->cur.c[C_ERRORS], r->cur.c[C_POLLS],
-	       r->cur.c[C_POLL_HITS]);
+	       r->cur.c[C_POLL_HITS], r->cur.c[C_HELPER]);
 }
 
 /* {"interval_s":..,"sort":..,"vbds":[{..,"queue_stats":[..]}]} */

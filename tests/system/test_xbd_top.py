@@ -8,6 +8,8 @@ xvdc while xvdb stays idle (attached, no frontend).
   - --json: every line parses; the queues' figures with --queues;
   - the backend's polling counters (POLLS, HITS; polls, poll_hits) are
     the tree's, per vbd and per queue;
+  - the requests the raw driver's sync_io helper thread served (HELPER;
+    helper_req) are the tree's, and move under a deep batch on tmpfs;
   - a real terminal (tmux on a private socket): the screen comes up
     sorted by vbd, `>` keys move the sort to iops and the busy row moves
     to the top (capture-pane), `q` quits with exit status 0;
@@ -28,6 +30,7 @@ from conftest import binary, sanitizer_env
 from guest_fixtures import (guest, kill_if_running, mounted_under,  # noqa: F401
                             wait_until)
 from test_fio_engine import ENGINE, engine_env
+from test_sync_io import HELPER_ANY_LOAD, shm_disk  # noqa: F401
 
 MiB = 1 << 20
 BUSY, IDLE = "xvdc", "xvdb"          # xvdb sorts first by vbd (devid)
@@ -173,6 +176,20 @@ def tree_polls(sysfs):
     return out
 
 
+def wait_still(fio, read, moved, what):
+    """Wait until the counters read() returns have moved (moved(a)) and
+    stand still for 0.5 s while fio (thinking) still runs."""
+    def still():
+        try:
+            a = read()
+            time.sleep(0.5)
+            return a if a and moved(a) and a == read() else None
+        except (OSError, ValueError):
+            return None
+    wait_until(lambda: still() or fio.poll() is not None, timeout=60, what=what)
+    assert fio.poll() is None, fio.communicate()
+
+
 def test_polls_shown_as_in_the_tree(guest):
     """The backend's polling counters: 256 reads at depth 1 through the
     fio engine (a polling backend spins each time the ring goes empty),
@@ -194,16 +211,8 @@ def test_polls_shown_as_in_the_tree(guest):
         cwd=guest.rundir, env=engine_env(guest), stdout=subprocess.PIPE,
         stderr=subprocess.PIPE, text=True)
     try:
-        def still():
-            try:
-                a = tree_polls(sysfs)
-                time.sleep(0.5)
-                return a if a and a["vbd"][0] > 0 and a == tree_polls(sysfs) else None
-            except (OSError, ValueError):
-                return None
-        wait_until(lambda: still() or fio.poll() is not None, timeout=60,
-                   what="the burst's polls, then still counters")
-        assert fio.poll() is None, fio.communicate()
+        wait_still(fio, lambda: tree_polls(sysfs), lambda a: a["vbd"][0] > 0,
+                   "the burst's polls, then still counters")
         before = tree_polls(sysfs)
         text = top(guest, "--batch", "-n", "1", "-d", "0.1")
         js = top(guest, "--json", "--queues", "-n", "1", "-d", "0.1")
@@ -222,6 +231,60 @@ def test_polls_shown_as_in_the_tree(guest):
     assert (vbd["polls"], vbd["poll_hits"]) == before["vbd"], (vbd, before)
     queues = {q["queue"]: (q["polls"], q["poll_hits"]) for q in vbd["queue_stats"]}
     assert queues == {0: before[0], 1: before[1]}, (queues, before)
+
+
+def tree_helper(sysfs):
+    """{row: helper_req} of the tree's one vbd, as tree_polls."""
+    devs = os.path.join(sysfs, "bus", "xen-backend", "devices")
+    (vbd,) = os.listdir(devs)
+    out = {}
+    for name in sorted(os.listdir(os.path.join(devs, vbd))):
+        if name == "statistics" or name.startswith("queue-"):
+            with open(os.path.join(devs, vbd, name, "helper_req")) as f:
+                out["vbd" if name == "statistics" else int(name[6:])] = int(f.read())
+    return out
+
+
+def test_helper_requests_shown_as_in_the_tree(guest, shm_disk):  # noqa: F811
+    """2048 random 4k writes at depth 64 on a tmpfs file with sync_io on
+    and the helper offered work whatever the load; fio then thinks with
+    the disk connected.  The batch's HELPER and the JSON's helper_req,
+    of the vbd and of its one queue, are the tree's helper_req, and the
+    helper served some of the burst."""
+    sysfs = guest.restart_backend_with_tree("--sync_io=Y", "--sync_io_batch=8",
+                                            queues=1, env=HELPER_ANY_LOAD)
+    guest.attach(shm_disk, vdev=BUSY)
+    fio = subprocess.Popen(
+        ["/usr/bin/fio", "--name=burst", f"--ioengine=external:{ENGINE}",
+         "--xbd_domain=g1", f"--xbd_vdev={BUSY}", f"--xbd_rundir={guest.rundir}",
+         "--xbd_max_queues=1", "--thread", "--rw=randwrite", "--bs=4k",
+         "--iodepth=64", "--iodepth_batch_submit=64", "--size=16M",
+         "--number_ios=2049", "--thinktime=30s", "--thinktime_blocks=2048",
+         "--thinktime_blocks_type=issue"],
+        cwd=guest.rundir, env=engine_env(guest), stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE, text=True)
+    try:
+        wait_still(fio, lambda: tree_helper(sysfs), lambda a: a["vbd"] > 0,
+                   "the burst's helper requests, then still counters")
+        before = tree_helper(sysfs)
+        text = top(guest, "--batch", "-n", "1", "-d", "0.1")
+        js = top(guest, "--json", "--queues", "-n", "1", "-d", "0.1",
+                 "--sort", "helper_req")
+        after = tree_helper(sysfs)
+        assert fio.poll() is None, "fio ended while thinking"
+    finally:
+        kill_if_running(fio)
+    assert before == after, (before, after)
+    assert before["vbd"] == before[0] and 0 < before["vbd"] <= 2049, before
+    assert text.returncode == 0 and js.returncode == 0, text.stderr + js.stderr
+    lines = text.stdout.splitlines()
+    assert "HELPER" in lines[0].split(), lines[0]
+    (row,) = rows_by_vdev(lines[1:], lines[0])
+    assert int(row["HELPER"]) == before["vbd"], (row, before)
+    (vbd,) = json.loads(js.stdout)["vbds"]
+    assert vbd["helper_req"] == before["vbd"], (vbd, before)
+    assert [(q["queue"], q["helper_req"]) for q in vbd["queue_stats"]] == \
+        [(0, before[0])], (vbd, before)
 
 
 class Tmux:
