@@ -559,7 +559,7 @@ int __wrap_pthread_create(pthread_t *t, const pthread_attr_t *a, void *(*fn)(voi
 		if (threads[i].fn)
 			continue;
 		threads[i] = (struct fz_thread){ fn, arg };
-		*t = (pthread_t)(i + 1);
+		*t = (pthread_t)i + 1;
 		live_threads++;
 		return 0;
 	}
