@@ -8,8 +8,8 @@
  * opened before a detach fails with EIO afterwards, even when the same
  * vbd is attached again (a new disk to it).
  *
- * Threads: libfuse's worker threads (fuse_session_loop_mt) run the
- * handlers.  A read, write, fsync or fallocate handler only submits: it
+ * Threads: libfuse's worker threads (fuse_session_loop_mt) and, over
+ * io_uring, the ring threads (fuse_uring.c) run the handlers.  A read, write, fsync or fallocate handler only submits: it
  * takes a reference on the disk, puts the request on one of the disk's
  * queues (round robin, as blk-mq spreads CPUs over hardware queues) with
  * xbdfront_submit() and xbdfront_commit() and returns.  The answer (fuse_reply_*) comes from
@@ -1126,7 +1126,7 @@ static int run(struct fuse_session *se, struct disks *t, const char *dir)
 	return rc;
 }
 
-int blkfront_fs_serve(struct disks *t, const char *dir)
+int blkfront_fs_serve(struct disks *t, const char *dir, enum fuse_uring_mode transport)
 {
 	char *fargv[] = { "xbd-blkfront", "-o", "fsname=xbd,subtype=xbd,default_permissions", NULL };
 	struct fuse_args fa = FUSE_ARGS_INIT(3, fargv);
@@ -1139,12 +1139,24 @@ int blkfront_fs_serve(struct disks *t, const char *dir)
 		log_err("cannot mount %s", dir);
 		goto out;
 	}
+	rc = fuse_uring_attach(se, transport);
+	if (rc) {
+		fuse_session_unmount(se);
+		goto out;
+	}
 	log_info("serving %s", dir);
 	rc = run(se, t, dir);
+	if (!rc && fuse_uring_failed())
+		rc = -EOPNOTSUPP;
 	/* the workers are gone; answer what is in flight before the
-	 * session (which the answers use) goes */
+	 * session (which the answers use) goes.  The ring threads serve
+	 * until the unmount ends their entries; then what they took is
+	 * answered too, before their rings go. */
 	drain();
 	fuse_session_unmount(se);
+	fuse_uring_stop();
+	drain();
+	fuse_uring_release();
 out:
 	if (se)
 		fuse_session_destroy(se);

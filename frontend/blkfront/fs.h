@@ -3,6 +3,8 @@
 #ifndef XBD_BLKFRONT_FS_H
 #define XBD_BLKFRONT_FS_H
 
+#include "frontend/blkfront/fuse_uring.h"
+
 struct disks;
 
 /*
@@ -11,9 +13,10 @@ struct disks;
  * its own, which first writes back and flushes every disk's file) or an
  * unmount; every request is answered and the file system unmounted
  * before it returns.  While it serves, a detach of a disk writes its
- * file back first (disks_set_write_back).  0, or -EIO when the session
- * could not be made, mounted or run.
+ * file back first (disks_set_write_back).  transport: how the kernel's
+ * requests reach us (fuse_uring.h).  0, -EIO when the session could not
+ * be made, mounted or run, -EOPNOTSUPP when FUSE_URING_ON could not.
  */
-int blkfront_fs_serve(struct disks *t, const char *dir);
+int blkfront_fs_serve(struct disks *t, const char *dir, enum fuse_uring_mode transport);
 
 #endif

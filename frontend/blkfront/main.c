@@ -68,11 +68,12 @@ static const char usage[] =
 struct args {
 	struct xbdfront_opts opts;
 	const char *domain, *mount;
+	enum fuse_uring_mode transport;
 	char mount_buf[4096];
 };
 
 enum { O_MOUNT = 256, O_RUNDIR, O_PLATFORM, O_TIMEOUT, O_QUEUES, O_ORDER, O_INDIRECT,
-       O_PERSISTENT, O_DOMAIN, O_POLL };
+       O_PERSISTENT, O_DOMAIN, O_POLL, O_FUSE_URING };
 
 static const struct option longopts[] = {
 	{ "domain", required_argument, NULL, O_DOMAIN },
@@ -85,6 +86,7 @@ static const struct option longopts[] = {
 	{ "max_indirect_segments", required_argument, NULL, O_INDIRECT },
 	{ "feature_persistent", required_argument, NULL, O_PERSISTENT },
 	{ "poll_duration_us", required_argument, NULL, O_POLL },
+	{ "fuse-uring", required_argument, NULL, O_FUSE_URING },
 	{ "help", no_argument, NULL, 'h' },
 	{ NULL, 0, NULL, 0 },
 };
@@ -111,6 +113,11 @@ static int set_opt(struct args *a, int c, const char *v)
 	case O_ORDER: n = xbd_num_in(v, 0, 5); a->opts.max_ring_page_order = (unsigned int)n; break;
 	case O_INDIRECT: n = xbd_num_in(v, 0, 4096); a->opts.max_indirect_segs = (unsigned int)n; break;
 	case O_PERSISTENT: n = xbd_num_in(v, 0, 1); a->opts.persistent = n == 1; break;
+	case O_FUSE_URING:
+		if (!fuse_uring_mode_parse(v, &a->transport))
+			return 0;
+		fprintf(stderr, "xbd-blkfront: --fuse-uring=%s: not auto, on or off\n", v);
+		return -1;
 	case O_POLL:
 		n = xbd_num_in(v, 0, XBDFRONT_POLL_DURATION_US_MAX);
 		a->opts.poll_duration_us = (unsigned int)n;
@@ -127,6 +134,7 @@ static int parse(int argc, char **argv, struct args *a)
 	int c;
 
 	xbdfront_opts_default(&a->opts);
+	a->transport = FUSE_URING_AUTO;
 	while ((c = getopt_long(argc, argv, "vh", longopts, NULL)) != -1) {
 		if (c == 'v')
 			xbd_log_set_level(XBD_LOG_DEBUG);
@@ -290,7 +298,7 @@ int main(int argc, char **argv)
 	pthread_sigmask(SIG_SETMASK, &old, NULL);
 	if (rc)
 		goto out;
-	rc = blkfront_fs_serve(t, a.mount);
+	rc = blkfront_fs_serve(t, a.mount, a.transport);
 out:
 	disks_stop(t);                  /* every disk Closing -> Closed */
 	xbdfront_domain_close(dom);     /* then the claim goes */

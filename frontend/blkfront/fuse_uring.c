@@ -1,0 +1,624 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * xbd-blkfront's FUSE transport over io_uring (FUSE_OVER_IO_URING, Linux
+ * 6.14 and later), beside libfuse 3.14, which knows only /dev/fuse.
+ *
+ * libfuse keeps the session and the handlers (fs.c); this file takes its
+ * reads and writes of /dev/fuse (fuse_session_custom_io):
+ * - the read hook notes the kernel's INIT: its unique and whether the
+ *   kernel offers io_uring (FUSE_OVER_IO_URING in flags2; only when the
+ *   fuse module's enable_uring is Y);
+ * - the writev hook adds FUSE_OVER_IO_URING to libfuse's INIT answer
+ *   (unless --fuse-uring=off), and once the kernel took it, starts one
+ *   ring thread per kernel queue (one per possible CPU: the kernel queues
+ *   a request on the queue of the CPU its caller runs on); each registers
+ *   FU_ENTRIES ring entries (IORING_OP_URING_CMD, FUSE_IO_URING_CMD_REGISTER)
+ *   on its own io_uring.  When every queue has entries the kernel sends
+ *   its requests through them, and /dev/fuse carries only what it keeps
+ *   there (FORGET, INTERRUPT), still served by libfuse's workers;
+ * - a ring thread's completion is a request in an entry: it puts the
+ *   fuse_in_header and the first argument right before the payload (the
+ *   entry's buffer has FU_HEADROOM for them), so libfuse sees the one
+ *   contiguous request it would have read (fuse_session_process_buf);
+ * - the writev hook sees every answer, from whichever thread gives it
+ *   (the ring thread itself, a disk's completion thread): the answer to a
+ *   request of an entry (found by its unique in fu.tab) is copied into
+ *   the entry and committed with FUSE_IO_URING_CMD_COMMIT_AND_FETCH
+ *   (commit_id = unique), which also makes the entry fetch the next
+ *   request; any other answer goes to /dev/fuse.
+ * A handler may not read its request's buffer after answering it (the
+ * commit hands the entry back to the kernel): fs.c's copy what they keep.
+ *
+ * Threads and locks: the ring thread of queue q owns its CQ and runs the
+ * handlers of the requests q brings; q->lock serialises q's SQ (the ring
+ * thread's registers, every answering thread's commits).  fu.lock: fu.tab.
+ * Lifetime: the rings, entries and buffers live from the INIT answer to
+ * fuse_uring_release(), after the unmount (the kernel ends every entry:
+ * -ENOTCONN), the ring threads' exit and the drain of every answer.
+ */
+#define FUSE_USE_VERSION 312
+#include <errno.h>
+#include <fuse_lowlevel.h>
+#include <liburing.h>
+#include <pthread.h>
+#include <semaphore.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/uio.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "frontend/blkfront/fuse_uring.h"
+#include "frontend/blkfront/fuse_uring_abi.h"
+#include "lib/log.h"
+
+/* Entries per queue: a queue serves this many requests at once (the
+ * kernel queues more until one is committed).  QD64 of one process
+ * lands on one queue. */
+#define FU_ENTRIES 64
+/* Queues (possible CPUs) beyond this: /dev/fuse (the buffers would be
+ * FU_ENTRIES x 1 MiB each). */
+#define FU_MAX_QUEUES 64
+/* Room before an entry's payload for the fuse_in_header and the first
+ * argument (at most FUSE_URING_OP_IN_OUT_SZ); a page keeps the payload
+ * page aligned. */
+#define FU_HEADROOM 4096
+/* The least payload the kernel accepts (FUSE_MIN_READ_BUFFER) */
+#define FU_MIN_PAYLOAD 8192
+/* How long fuse_uring_stop waits for the kernel to end the entries */
+#define FU_STOP_TIMEOUT_S 10
+#define FU_ENABLE_PATH "/sys/module/fuse/parameters/enable_uring"
+#define FU_CPUS_PATH "/sys/devices/system/cpu/possible"
+
+struct fu_queue;
+
+/* One ring entry.  Owned by the kernel from its REGISTER or COMMIT until
+ * its completion, then by its ring thread and the request's answerer. */
+struct fu_ent {
+	struct fuse_uring_req_header hdr;   /* iov[0]: the kernel's and ours */
+	struct iovec iov[2];                /* the REGISTER's: hdr, payload */
+	char *payload;                      /* FU_HEADROOM into its slot */
+	struct fu_queue *q;
+	uint64_t unique;                    /* the request it holds (fu.lock) */
+};
+
+struct fu_queue {
+	pthread_mutex_t lock;               /* ring's SQ */
+	struct io_uring ring;
+	bool ring_ok, started;
+	unsigned int qid;
+	pthread_t th;
+	sem_t registered;                   /* posted once reg_rc is set */
+	int reg_rc;                         /* the registration: 0 or -errno */
+	struct fu_ent *ents;                /* FU_ENTRIES */
+	char *mem;                          /* the entries' buffers */
+	size_t memlen;
+};
+
+static struct {
+	struct fuse_session *se;
+	enum fuse_uring_mode mode;
+	int fd;                             /* /dev/fuse */
+	/* the INIT: set by the worker that reads it, used by the same
+	 * worker's answer (libfuse answers INIT in the handler) */
+	uint64_t init_unique;
+	bool offered;                       /* the kernel offers io_uring */
+	bool init_done;                     /* atomic: the INIT was answered */
+	bool active;                        /* atomic: rings serve requests */
+	bool failed;                        /* --fuse-uring=on could not */
+	struct fu_queue *q;
+	unsigned int nq;
+	size_t payload;                     /* bytes of each entry's payload */
+	pthread_mutex_t lock;               /* tab */
+	struct fu_ent **tab;                /* unique -> entry, linear probing */
+	size_t tabmask;
+	unsigned long served;               /* atomic: requests of the rings */
+} fu = { .fd = -1, .lock = PTHREAD_MUTEX_INITIALIZER };
+
+int fuse_uring_mode_parse(const char *s, enum fuse_uring_mode *mode)
+{
+	static const char *const names[] = { "off", "auto", "on" };
+
+	for (unsigned int i = 0; i < 3; i++)
+		if (!strcmp(s, names[i])) {
+			*mode = (enum fuse_uring_mode)i;
+			return 0;
+		}
+	return -EINVAL;
+}
+
+bool fuse_uring_failed(void)
+{
+	return fu.failed;
+}
+
+/* ---- unique -> entry ------------------------------------------------------- */
+
+static size_t tab_slot(uint64_t unique)
+{
+	return (size_t)((unique * 0x9e3779b97f4a7c15ULL) >> 32) & fu.tabmask;
+}
+
+static void tab_put(struct fu_ent *e)
+{
+	pthread_mutex_lock(&fu.lock);
+	size_t i = tab_slot(e->unique);
+
+	while (fu.tab[i])                   /* never full: 4 x the entries */
+		i = (i + 1) & fu.tabmask;
+	fu.tab[i] = e;
+	pthread_mutex_unlock(&fu.lock);
+}
+
+/* The entry holding request unique, taken out of the table, or NULL. */
+static struct fu_ent *tab_take(uint64_t unique)
+{
+	struct fu_ent *e = NULL;
+	size_t i, j;
+
+	pthread_mutex_lock(&fu.lock);
+	for (i = tab_slot(unique); fu.tab[i]; i = (i + 1) & fu.tabmask)
+		if (fu.tab[i]->unique == unique) {
+			e = fu.tab[i];
+			break;
+		}
+	if (e) {
+		/* backward-shift deletion keeps every probe chain whole */
+		for (j = (i + 1) & fu.tabmask; fu.tab[j]; j = (j + 1) & fu.tabmask) {
+			size_t k = tab_slot(fu.tab[j]->unique);
+
+			if ((j > i && (k <= i || k > j)) || (j < i && k <= i && k > j)) {
+				fu.tab[i] = fu.tab[j];
+				i = j;
+			}
+		}
+		fu.tab[i] = NULL;
+		e->unique = 0;
+	}
+	pthread_mutex_unlock(&fu.lock);
+	return e;
+}
+
+/* ---- submission ------------------------------------------------------------- */
+
+/* Queue one command of e on its ring (q->lock held). */
+static int prep_cmd(struct fu_queue *q, struct fu_ent *e, uint32_t op, uint64_t commit_id)
+{
+	struct io_uring_sqe *sqe = io_uring_get_sqe(&q->ring);
+	struct fuse_uring_cmd_req cr = { .commit_id = commit_id, .qid = (uint16_t)q->qid };
+
+	if (!sqe)
+		return -EBUSY;               /* cannot be: one command per entry */
+	memset(sqe, 0, 2 * sizeof(*sqe));    /* IORING_SETUP_SQE128 */
+	sqe->opcode = IORING_OP_URING_CMD;
+	sqe->fd = fu.fd;
+	sqe->cmd_op = op;
+	if (op == FUSE_IO_URING_CMD_REGISTER) {
+		sqe->addr = (uintptr_t)e->iov;
+		sqe->len = 2;
+	}
+	memcpy(sqe->cmd, &cr, sizeof(cr));
+	io_uring_sqe_set_data(sqe, e);
+	return 0;
+}
+
+static int submit_locked(struct fu_queue *q)
+{
+	int rc;
+
+	do
+		rc = io_uring_submit(&q->ring);
+	while (rc == -EINTR);
+	return rc < 0 ? rc : 0;
+}
+
+/* Hand e back to the kernel with its answer (written into e). */
+static int commit(struct fu_ent *e, uint64_t unique)
+{
+	struct fu_queue *q = e->q;
+	int rc;
+
+	pthread_mutex_lock(&q->lock);
+	rc = prep_cmd(q, e, FUSE_IO_URING_CMD_COMMIT_AND_FETCH, unique);
+	if (!rc)
+		rc = submit_locked(q);
+	pthread_mutex_unlock(&q->lock);
+	if (rc)
+		log_warn("fuse io_uring queue %u: cannot commit an answer: %s", q->qid,
+			 strerror(-rc));
+	return rc;
+}
+
+/* Answer the request of e: the out header, then the arguments (count
+ * iovecs after it) in the payload. */
+static ssize_t answer(struct fu_ent *e, const struct iovec *iov, int count, uint64_t unique)
+{
+	struct fuse_uring_ent_in_out io = { .commit_id = unique };
+	struct fuse_out_header oh;
+	size_t n = 0, total = iov[0].iov_len;
+	int rc;
+
+	memcpy(&oh, iov[0].iov_base, sizeof(oh));
+	for (int i = 1; i < count; i++) {
+		if (iov[i].iov_len > fu.payload - n) {
+			oh.error = -EIO;             /* libfuse answers at most max_write */
+			n = 0;
+			break;
+		}
+		memcpy(e->payload + n, iov[i].iov_base, iov[i].iov_len);
+		n += iov[i].iov_len;
+		total += iov[i].iov_len;
+	}
+	oh.len = (uint32_t)(sizeof(oh) + n);
+	io.payload_sz = (uint32_t)n;
+	memcpy(e->hdr.in_out, &oh, sizeof(oh));
+	memcpy(&e->hdr.ring_ent_in_out, &io, sizeof(io));
+	rc = commit(e, unique);
+	if (rc) {
+		errno = -rc;
+		return -1;
+	}
+	return (ssize_t)total;
+}
+
+/* ---- the ring threads ------------------------------------------------------- */
+
+/* A request arrived in e: give it to libfuse as one buffer. */
+static void serve(struct fu_ent *e)
+{
+	struct fuse_in_header ih;
+	struct fuse_uring_ent_in_out io;
+	size_t hl = sizeof(ih), oplen;
+	char *start;
+
+	/* copied once, then checked: the kernel wrote them */
+	memcpy(&ih, e->hdr.in_out, sizeof(ih));
+	memcpy(&io, &e->hdr.ring_ent_in_out, sizeof(io));
+	if (!ih.unique || ih.unique != io.commit_id || io.payload_sz > fu.payload ||
+	    ih.len < hl + io.payload_sz ||
+	    ih.len - hl - io.payload_sz > FUSE_URING_OP_IN_OUT_SZ) {
+		struct fuse_out_header oh = { .len = sizeof(oh), .error = -EIO,
+					      .unique = io.commit_id };
+		struct iovec v = { &oh, sizeof(oh) };
+
+		log_warn("fuse io_uring queue %u: malformed request (len %u, payload %u)",
+			 e->q->qid, ih.len, io.payload_sz);
+		(void)answer(e, &v, 1, io.commit_id);
+		return;
+	}
+	oplen = ih.len - hl - io.payload_sz;
+	start = e->payload - hl - oplen;
+	memcpy(start, &ih, hl);
+	memcpy(start + hl, e->hdr.op_in, oplen);
+	e->unique = ih.unique;
+	tab_put(e);
+	__atomic_add_fetch(&fu.served, 1, __ATOMIC_RELAXED);
+	fuse_session_process_buf(fu.se, &(struct fuse_buf){ .size = ih.len, .mem = start });
+}
+
+/* Register every entry of q; the result in q->reg_rc.  A failed
+ * REGISTER completes at once, within the submit. */
+static int register_all(struct fu_queue *q)
+{
+	struct io_uring_cqe *cqe;
+	int rc = 0;
+
+	pthread_mutex_lock(&q->lock);
+	for (unsigned int i = 0; i < FU_ENTRIES && !rc; i++)
+		rc = prep_cmd(q, &q->ents[i], FUSE_IO_URING_CMD_REGISTER, 0);
+	if (!rc)
+		rc = submit_locked(q);
+	pthread_mutex_unlock(&q->lock);
+	if (!rc && !io_uring_peek_cqe(&q->ring, &cqe) && cqe->res < 0)
+		rc = cqe->res;                  /* left for the loop to count */
+	return rc;
+}
+
+static void *queue_main(void *arg)
+{
+	struct fu_queue *q = arg;
+	unsigned int live = FU_ENTRIES;     /* entries the kernel has not ended */
+	struct io_uring_cqe *cqe;
+
+	q->reg_rc = register_all(q);
+	sem_post(&q->registered);
+	while (live) {
+		int rc = io_uring_wait_cqe(&q->ring, &cqe);
+
+		if (rc == -EINTR)
+			continue;
+		if (rc)
+			break;
+		struct fu_ent *e = io_uring_cqe_get_data(cqe);
+		int res = cqe->res;
+
+		io_uring_cqe_seen(&q->ring, cqe);
+		if (!e)
+			break;                   /* fuse_uring_stop's NOP */
+		if (res < 0)
+			live--;                  /* ended: unmount, abort, or refused */
+		else
+			serve(e);
+	}
+	return NULL;
+}
+
+/* ---- start ------------------------------------------------------------------- */
+
+/* The kernel's queues: possible CPUs (the last of FU_CPUS_PATH + 1). */
+static unsigned int possible_cpus(void)
+{
+	char buf[256] = "";
+	FILE *f = fopen(FU_CPUS_PATH, "r");
+	unsigned long n = 0;
+	char *p;
+
+	if (f) {
+		if (!fgets(buf, sizeof(buf), f))
+			buf[0] = '\0';
+		fclose(f);
+	}
+	for (p = buf; *p; ) {
+		char *end;
+		unsigned long v = strtoul(p, &end, 10);
+
+		if (end == p)
+			break;
+		n = v + 1;                      /* ranges and lists are ascending */
+		p = *end ? end + 1 : end;
+	}
+	return n > FU_MAX_QUEUES ? FU_MAX_QUEUES + 1 : (unsigned int)n;
+}
+
+static int queue_init(struct fu_queue *q, unsigned int qid)
+{
+	size_t slot = FU_HEADROOM + fu.payload;
+	int rc;
+
+	q->qid = qid;
+	pthread_mutex_init(&q->lock, NULL);
+	sem_init(&q->registered, 0, 0);
+	q->ents = calloc(FU_ENTRIES, sizeof(*q->ents));
+	q->memlen = slot * FU_ENTRIES;
+	q->mem = mmap(NULL, q->memlen, PROT_READ | PROT_WRITE,
+		      MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+	if (q->mem == MAP_FAILED)
+		q->mem = NULL;
+	if (!q->ents || !q->mem)
+		return -ENOMEM;
+	for (unsigned int i = 0; i < FU_ENTRIES; i++) {
+		struct fu_ent *e = &q->ents[i];
+
+		e->q = q;
+		e->payload = q->mem + i * slot + FU_HEADROOM;
+		e->iov[0] = (struct iovec){ &e->hdr, sizeof(e->hdr) };
+		e->iov[1] = (struct iovec){ e->payload, fu.payload };
+	}
+	rc = io_uring_queue_init(FU_ENTRIES, &q->ring, IORING_SETUP_SQE128);
+	q->ring_ok = !rc;
+	if (rc)
+		return rc;
+	rc = -pthread_create(&q->th, NULL, queue_main, q);
+	q->started = !rc;
+	return rc;
+}
+
+/* Start the rings for an INIT answered with max_write and max_pages:
+ * 0, or -errno with why (static text) in *why. */
+static int start_rings(uint32_t max_write, uint16_t max_pages, const char **why)
+{
+	size_t page = (size_t)sysconf(_SC_PAGESIZE);
+	unsigned int n = possible_cpus();
+	int rc = 0;
+
+	fu.payload = FU_MIN_PAYLOAD;
+	if (max_write > fu.payload)
+		fu.payload = max_write;
+	if ((size_t)max_pages * page > fu.payload)
+		fu.payload = (size_t)max_pages * page;
+	*why = "too many possible CPUs";
+	if (!n || n > FU_MAX_QUEUES)
+		return -E2BIG;
+	*why = "no memory";
+	fu.tabmask = 1;
+	while (fu.tabmask < 4u * FU_ENTRIES * n)
+		fu.tabmask <<= 1;
+	fu.tab = calloc(fu.tabmask, sizeof(*fu.tab));
+	fu.tabmask--;
+	fu.q = calloc(n, sizeof(*fu.q));
+	if (!fu.tab || !fu.q)
+		return -ENOMEM;
+	fu.nq = n;
+	*why = "setting up a queue";
+	for (unsigned int i = 0; i < n && !rc; i++)
+		rc = queue_init(&fu.q[i], i);
+	for (unsigned int i = 0; i < n; i++)
+		if (fu.q[i].started) {
+			sem_wait(&fu.q[i].registered);
+			if (!rc && fu.q[i].reg_rc) {
+				rc = fu.q[i].reg_rc;
+				*why = "the kernel refused a ring entry";
+			}
+		}
+	return rc;
+}
+
+/* Why the kernel does not offer io_uring, as text. */
+static const char *not_offered(void)
+{
+	FILE *f = fopen(FU_ENABLE_PATH, "r");
+	int c = f ? fgetc(f) : EOF;
+
+	if (f)
+		fclose(f);
+	if (c == 'N')
+		return "the kernel does not offer it (" FU_ENABLE_PATH " is N)";
+	return "the kernel does not offer it";
+}
+
+/* After the INIT answer: rings up, or why not (and --fuse-uring=on ends). */
+static void after_init(const struct fuse_init_out *out)
+{
+	const char *why = "--fuse-uring=off";
+	int rc = -EOPNOTSUPP;
+
+	if (fu.mode != FUSE_URING_OFF)
+		why = not_offered();
+	if (out)
+		rc = start_rings(out->max_write, out->max_pages, &why);
+	if (!rc) {
+		__atomic_store_n(&fu.active, true, __ATOMIC_RELEASE);
+		log_info("FUSE transport: io_uring, %u queues of %u entries", fu.nq, FU_ENTRIES);
+		return;
+	}
+	if (out)
+		log_warn("FUSE io_uring: %s: %s", why, strerror(-rc));
+	log_info("FUSE transport: /dev/fuse (%s)", why);
+	if (fu.mode == FUSE_URING_ON) {
+		log_err("--fuse-uring=on: io_uring cannot be used");
+		fu.failed = true;
+		fuse_session_exit(fu.se);
+	}
+}
+
+/* ---- the hooks ---------------------------------------------------------------- */
+
+static ssize_t fu_read(int fd, void *buf, size_t len, void *userdata)
+{
+	ssize_t n = read(fd, buf, len);
+	struct fuse_in_header ih;
+	struct fuse_init_in in = { 0 };
+	size_t hl = sizeof(ih);
+
+	(void)userdata;
+	if (n < (ssize_t)hl || __atomic_load_n(&fu.init_done, __ATOMIC_ACQUIRE))
+		return n;
+	memcpy(&ih, buf, hl);
+	if (ih.opcode != FUSE_INIT)
+		return n;
+	memcpy(&in, (char *)buf + hl, (size_t)n - hl < sizeof(in) ? (size_t)n - hl : sizeof(in));
+	fu.offered = (in.flags & FUSE_INIT_EXT) &&
+		     (in.flags2 & (uint32_t)(FUSE_OVER_IO_URING >> 32));
+	fu.init_unique = ih.unique;
+	return n;
+}
+
+/* libfuse's INIT answer: with FUSE_OVER_IO_URING when wanted, then the
+ * rings. */
+static ssize_t init_answer(int fd, struct iovec *iov, int count)
+{
+	struct fuse_init_out out = { 0 };
+	struct iovec v[2];
+	bool want = fu.mode != FUSE_URING_OFF && fu.offered && count == 2 &&
+		    iov[1].iov_len >= offsetof(struct fuse_init_out, flags2) + sizeof(out.flags2) &&
+		    iov[1].iov_len <= sizeof(out);
+	ssize_t res;
+
+	if (want) {
+		memcpy(&out, iov[1].iov_base, iov[1].iov_len);
+		out.flags |= FUSE_INIT_EXT;
+		out.flags2 |= (uint32_t)(FUSE_OVER_IO_URING >> 32);
+		v[0] = iov[0];
+		v[1] = (struct iovec){ &out, iov[1].iov_len };
+		iov = v;
+	}
+	res = writev(fd, iov, count);
+	if (res >= 0)
+		after_init(want && !((struct fuse_out_header *)iov[0].iov_base)->error ? &out : NULL);
+	return res;
+}
+
+static ssize_t fu_writev(int fd, struct iovec *iov, int count, void *userdata)
+{
+	struct fuse_out_header oh;
+	struct fu_ent *e;
+
+	(void)userdata;
+	if (count < 1 || iov[0].iov_len < sizeof(oh))
+		return writev(fd, iov, count);
+	memcpy(&oh, iov[0].iov_base, sizeof(oh));
+	if (fu.init_unique && oh.unique == fu.init_unique &&
+	    !__atomic_exchange_n(&fu.init_done, true, __ATOMIC_ACQ_REL))
+		return init_answer(fd, iov, count);
+	if (!oh.unique || !__atomic_load_n(&fu.active, __ATOMIC_ACQUIRE))
+		return writev(fd, iov, count);
+	e = tab_take(oh.unique);
+	return e ? answer(e, iov, count, oh.unique) : writev(fd, iov, count);
+}
+
+int fuse_uring_attach(struct fuse_session *se, enum fuse_uring_mode mode)
+{
+	static const struct fuse_custom_io io = { .read = fu_read, .writev = fu_writev };
+	int rc;
+
+	fu.se = se;
+	fu.mode = mode;
+	fu.fd = fuse_session_fd(se);
+	if (mode == FUSE_URING_OFF) {
+		log_info("FUSE transport: /dev/fuse (--fuse-uring=off)");
+		return 0;                       /* libfuse's own reads and writes */
+	}
+	rc = fuse_session_custom_io(se, &io, fu.fd);
+	if (rc)
+		log_err("cannot take over the FUSE transport: %s", strerror(-rc));
+	return rc;
+}
+
+/* ---- stop ---------------------------------------------------------------------- */
+
+void fuse_uring_stop(void)
+{
+	struct timespec until;
+
+	clock_gettime(CLOCK_REALTIME, &until);
+	until.tv_sec += FU_STOP_TIMEOUT_S;
+	for (unsigned int i = 0; i < fu.nq; i++) {
+		struct fu_queue *q = &fu.q[i];
+
+		if (!q->started)
+			continue;
+		if (pthread_timedjoin_np(q->th, NULL, &until)) {
+			log_warn("fuse io_uring queue %u: entries not ended by the kernel, "
+				 "stopping the thread", q->qid);
+			pthread_mutex_lock(&q->lock);
+			struct io_uring_sqe *sqe = io_uring_get_sqe(&q->ring);
+
+			if (sqe) {
+				io_uring_prep_nop(sqe);
+				io_uring_sqe_set_data(sqe, NULL);
+				(void)submit_locked(q);
+			}
+			pthread_mutex_unlock(&q->lock);
+			pthread_join(q->th, NULL);
+		}
+		q->started = false;
+	}
+}
+
+void fuse_uring_release(void)
+{
+	if (fu.q && __atomic_load_n(&fu.active, __ATOMIC_ACQUIRE))
+		log_info("FUSE io_uring: %lu requests served through the rings",
+			 __atomic_load_n(&fu.served, __ATOMIC_RELAXED));
+	__atomic_store_n(&fu.active, false, __ATOMIC_RELEASE);
+	fuse_uring_stop();                  /* idempotent; for a failed start */
+	for (unsigned int i = 0; fu.q && i < fu.nq; i++) {
+		struct fu_queue *q = &fu.q[i];
+
+		if (q->ring_ok)
+			io_uring_queue_exit(&q->ring);
+		if (q->mem)
+			munmap(q->mem, q->memlen);
+		free(q->ents);
+		sem_destroy(&q->registered);
+		pthread_mutex_destroy(&q->lock);
+	}
+	free(fu.q);
+	free(fu.tab);
+	fu.q = NULL;
+	fu.tab = NULL;
+	fu.nq = 0;
+}
