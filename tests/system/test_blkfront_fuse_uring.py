@@ -79,7 +79,7 @@ def stop_clean(g):
 def test_io_uring_serves_direct_and_buffered_io(guest, uring):
     img = guest.disk(size=64 * MiB)
     dev = guest.attach(img)
-    guest.start_blkfront("--max_queues=2", wait_for=dev)
+    guest.start_blkfront("--max_queues=2", "--fuse-uring=auto", wait_for=dev)
     pid = guest.blkfront.proc.pid
     assert "FUSE transport: io_uring" in guest.blkfront.log_text()
     assert ring_fds(pid), "no io_uring fd in the daemon"
@@ -122,7 +122,7 @@ def test_sigterm_writes_back_over_the_rings(guest, uring):
     (the stop's write-back and flush go through the rings)."""
     img = guest.disk(size=32 * MiB)
     dev = guest.attach(img)
-    guest.start_blkfront(wait_for=dev)
+    guest.start_blkfront("--fuse-uring=auto", wait_for=dev)
     assert "FUSE transport: io_uring" in guest.blkfront.log_text()
     data = os.urandom(4 * MiB)
     with open(dev, "r+b") as f:
@@ -139,7 +139,7 @@ def test_sigterm_writes_back_over_the_rings(guest, uring):
 def test_falls_back_to_dev_fuse_when_disabled(guest, uring):
     img = guest.disk(size=32 * MiB)
     dev = guest.attach(img)
-    guest.start_blkfront(wait_for=dev)
+    guest.start_blkfront("--fuse-uring=auto", wait_for=dev)
     log = guest.blkfront.log_text()
     assert "FUSE transport: /dev/fuse (the kernel does not offer it" in log, log
     assert not ring_fds(guest.blkfront.proc.pid)
