@@ -817,6 +817,18 @@ int __wrap_munmap(void *addr, size_t len)
 	return __real_munmap(addr, len);
 }
 
+/* After the frontend closed and the vbd is gone: no journal is mapped
+ * or open, and none is left (the disconnect removes them all), so the
+ * next input starts from an empty journal directory as a fresh process
+ * would. */
+static void check_journals(void)
+{
+	for (unsigned int i = 0; i < FZ_JFILES; i++)
+		CHECK(!jfiles[i].maps && !jfiles[i].exists && !jfiles[i].path[0]);
+	for (int fd = 0; fd < FZ_FDS; fd++)
+		CHECK(!fd_jfile[fd]);
+}
+
 int __real_unlink(const char *path);
 
 int __wrap_unlink(const char *path)
@@ -1034,6 +1046,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	be_dev_changed(d);
 	be_dev_remove(d);
 	CHECK(live_maps == 0 && bound_ports == 0 && open_handles == 0 && live_threads == 0);
+	check_journals();
 	xclear();
 	return 0;
 }
