@@ -13,7 +13,10 @@
  * once and handed out as a duplicate (the queue reads it with pread at
  * offset 0 and closes it as before: the same file, the same answers).
  * Every other open and sysconf goes to the real call; a file an open
- * creates is reported to the harness if it defines fuzz_created (weak).
+ * creates is reported to the harness if it defines fuzz_created (weak),
+ * and a harness that keeps some files in memory answers their opens in
+ * fuzz_open_mem (weak: a descriptor, -1 with errno, or -2 for a path
+ * that is not one of them).
  */
 #include <fcntl.h>
 #include <stdarg.h>
@@ -25,6 +28,7 @@
 
 long __real_sysconf(int name);
 void fuzz_created(const char *path) __attribute__((weak));
+int fuzz_open_mem(const char *path, int flags) __attribute__((weak));
 int __real_open(const char *path, int flags, ...);
 
 long __wrap_sysconf(int name)
@@ -54,6 +58,12 @@ int __wrap_open(const char *path, int flags, ...)
 		if (loadavg < 0)
 			loadavg = __real_open(path, flags);
 		return loadavg < 0 ? -1 : fcntl(loadavg, F_DUPFD_CLOEXEC, 0);
+	}
+	if (fuzz_open_mem) {
+		int fd = fuzz_open_mem(path, flags);
+
+		if (fd != -2)
+			return fd;
 	}
 	if (!(flags & O_CREAT) || !fuzz_created)
 		return __real_open(path, flags, mode);

@@ -35,6 +35,8 @@
 #include <pthread.h>
 #include <sanitizer/asan_interface.h>
 #include <sys/eventfd.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "backend/blkif.h"
@@ -624,12 +626,233 @@ void fuzz_created(const char *path)
 	created[ncreated++] = strdup(path);
 }
 
+/*
+ * The queues' restart journals, in memory.  Each queue start creates
+ * $rundir/journal/vbd-...qN (backend/journal.c be_journal_create: open
+ * O_CREAT, ftruncate to 0 and to its size, mmap MAP_SHARED, close), each
+ * stop unmaps it and the disconnect unlinks it: on tmpfs a path walk per
+ * call, a fresh page and its first-touch fault per journal, a third of
+ * the kernel's share of an execution on an evolved corpus.  journal.c
+ * runs as it is; the harness plays the file system for the files of
+ * $rundir/journal/ only, with a file's semantics: open creates it (or
+ * fails with ENOENT / EEXIST as the kernel would) and returns a real
+ * descriptor (a duplicate of one memfd, so close is the real call), a
+ * file keeps its bytes across mappings and opens until it is unlinked,
+ * what ftruncate grows reads as zeros, fstat gives its size, and a
+ * MAP_SHARED mapping of it is the file's own buffer, poisoned for ASan
+ * when no mapping is live (any use after munmap is reported) and past
+ * the mapped length.  Every other path, descriptor and address goes to
+ * the real call.
+ */
+#define FZ_JFILES 32
+#define FZ_JMAX (4u << 20)          /* the largest journal: 1024 entries */
+#define FZ_FDS 1024
+struct jfile {
+	char path[160];
+	bool exists;
+	size_t size;                /* the file's length */
+	size_t dirty;               /* bytes from the start that may be non-zero */
+	unsigned int maps;          /* live mappings */
+	size_t map_len;
+	uint8_t *buf;               /* FZ_JMAX of address space */
+};
+static struct jfile jfiles[FZ_JFILES];
+static int8_t fd_jfile[FZ_FDS];     /* slot + 1 of a descriptor open() returned */
+static int jmemfd = -1;
+static char jdir[96];               /* "$rundir/journal/" */
+
+static struct jfile *jfile_of_path(const char *path, bool make)
+{
+	struct jfile *free_slot = NULL;
+
+	for (unsigned int i = 0; i < FZ_JFILES; i++) {
+		if (jfiles[i].path[0] && fuzz_str_eq(jfiles[i].path, path))
+			return &jfiles[i];
+		if (!free_slot && !jfiles[i].path[0])
+			free_slot = &jfiles[i];
+	}
+	if (!make)
+		return NULL;
+	CHECK(free_slot && strlen(path) < sizeof(free_slot->path));
+	strcpy(free_slot->path, path);
+	if (!free_slot->buf) {
+		free_slot->buf = mmap(NULL, FZ_JMAX, PROT_READ | PROT_WRITE,
+				      MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+		CHECK(free_slot->buf != MAP_FAILED);
+		ASAN_POISON_MEMORY_REGION(free_slot->buf, FZ_JMAX);
+	}
+	return free_slot;
+}
+
+static struct jfile *jfile_of_fd(int fd)
+{
+	return fd >= 0 && fd < FZ_FDS && fd_jfile[fd] ? &jfiles[fd_jfile[fd] - 1] : NULL;
+}
+
+static bool is_journal(const char *path)
+{
+	size_t l = strlen(jdir);
+
+	return l && path_starts(path, jdir, l) && path[l] && !strchr(path + l, '/');
+}
+
+int fuzz_open_mem(const char *path, int flags)
+{
+	struct jfile *f;
+	int fd;
+
+	if (!is_journal(path))
+		return -2;
+	CHECK((flags & O_ACCMODE) == O_RDWR && !(flags & (O_TRUNC | O_APPEND)));
+	f = jfile_of_path(path, flags & O_CREAT);
+	if (f && f->exists && (flags & O_CREAT) && (flags & O_EXCL)) {
+		errno = EEXIST;
+		return -1;
+	}
+	if (!f || (!f->exists && !(flags & O_CREAT))) {
+		errno = ENOENT;
+		return -1;
+	}
+	if (!f->exists) {
+		f->exists = true;
+		f->size = 0;
+	}
+	fd = fcntl(jmemfd, F_DUPFD_CLOEXEC, 0);
+	if (fd < 0)
+		return -1;
+	CHECK(fd < FZ_FDS && !fd_jfile[fd]);
+	fd_jfile[fd] = (int8_t)(f - jfiles + 1);
+	return fd;
+}
+
+int __real_close(int fd);
+int __real_ftruncate(int fd, off_t len);
+int __real_fstat(int fd, struct stat *st);
+void *__real_mmap(void *addr, size_t len, int prot, int flags, int fd, off_t off);
+int __real_munmap(void *addr, size_t len);
+
+int __wrap_close(int fd)
+{
+	if (jfile_of_fd(fd))
+		fd_jfile[fd] = 0;
+	return __real_close(fd);
+}
+
+int __wrap_ftruncate(int fd, off_t len)
+{
+	struct jfile *f = jfile_of_fd(fd);
+	size_t to;
+
+	if (!f)
+		return __real_ftruncate(fd, len);
+	if (len < 0 || (size_t)len > FZ_JMAX) {
+		errno = len < 0 ? EINVAL : EFBIG;
+		return -1;
+	}
+	to = (size_t)len;
+	/* what it grows by reads as zeros */
+	if (to > f->size && f->dirty > f->size) {
+		size_t end = to < f->dirty ? to : f->dirty;
+
+		ASAN_UNPOISON_MEMORY_REGION(f->buf + f->size, end - f->size);
+		memset(f->buf + f->size, 0, end - f->size);
+		if (!f->maps || f->size >= f->map_len)
+			ASAN_POISON_MEMORY_REGION(f->buf + f->size, end - f->size);
+		else if (end > f->map_len)
+			ASAN_POISON_MEMORY_REGION(f->buf + f->map_len, end - f->map_len);
+	}
+	CHECK(!f->maps || to >= f->map_len);     /* journal.c never shrinks a mapped file */
+	if (to > f->size && to >= f->dirty)
+		f->dirty = f->size;                  /* [size, to) is zero now */
+	f->size = to;
+	return 0;
+}
+
+int __wrap_fstat(int fd, struct stat *st)
+{
+	struct jfile *f = jfile_of_fd(fd);
+
+	if (!f)
+		return __real_fstat(fd, st);
+	memset(st, 0, sizeof(*st));
+	st->st_mode = S_IFREG | 0600;
+	st->st_nlink = f->exists;
+	st->st_size = (off_t)f->size;
+	return 0;
+}
+
+void *__wrap_mmap(void *addr, size_t len, int prot, int flags, int fd, off_t off)
+{
+	struct jfile *f = jfile_of_fd(fd);
+
+	if (!f)
+		return __real_mmap(addr, len, prot, flags, fd, off);
+	/* journal.c's one use: the whole file, shared, read-write */
+	CHECK(!addr && !off && flags == MAP_SHARED && prot == (PROT_READ | PROT_WRITE));
+	CHECK(!f->maps);
+	if (!len || len > f->size) {  /* a page past the end would SIGBUS */
+		errno = len ? ENXIO : EINVAL;
+		return MAP_FAILED;
+	}
+	f->maps = 1;
+	f->map_len = len;
+	if (f->dirty < len)
+		f->dirty = len;
+	ASAN_UNPOISON_MEMORY_REGION(f->buf, len);
+	return f->buf;
+}
+
+int __wrap_munmap(void *addr, size_t len)
+{
+	for (unsigned int i = 0; i < FZ_JFILES; i++) {
+		struct jfile *f = &jfiles[i];
+
+		if (!f->buf || addr != f->buf)
+			continue;
+		CHECK(f->maps && len == f->map_len);
+		f->maps = 0;
+		ASAN_POISON_MEMORY_REGION(f->buf, f->map_len);
+		return 0;
+	}
+	return __real_munmap(addr, len);
+}
+
+/* After the frontend closed and the vbd is gone: no journal is mapped
+ * or open, and none is left (the disconnect removes them all), so the
+ * next input starts from an empty journal directory as a fresh process
+ * would. */
+static void check_journals(void)
+{
+	for (unsigned int i = 0; i < FZ_JFILES; i++)
+		CHECK(!jfiles[i].maps && !jfiles[i].exists && !jfiles[i].path[0]);
+	for (int fd = 0; fd < FZ_FDS; fd++)
+		CHECK(!fd_jfile[fd]);
+}
+
 int __real_unlink(const char *path);
 
 int __wrap_unlink(const char *path)
 {
 	unsigned int i;
 
+	if (is_journal(path)) {
+		struct jfile *f = jfile_of_path(path, false);
+
+		if (!f || !f->exists) {
+			errno = ENOENT;
+			return -1;
+		}
+		/* No descriptor or mapping of it may outlive the unlink
+		 * here (journal.c closes both first); a new file of that
+		 * name starts empty. */
+		CHECK(!f->maps);
+		for (int fd = 0; fd < FZ_FDS; fd++)
+			CHECK(fd_jfile[fd] != f - jfiles + 1);
+		f->exists = false;
+		f->size = 0;
+		f->path[0] = '\0';
+		return 0;
+	}
 	if (!in_run_dir(path) || created_overflow)
 		return __real_unlink(path);
 	for (i = 0; i < ncreated && !fuzz_str_eq(created[i], path); i++)
@@ -668,6 +891,9 @@ static void init_once(void)
 	CHECK(strlen(run_dir) < sizeof(fz_plat.rundir));
 	strcpy(fz_plat.rundir, run_dir);
 	snprintf(disk_path, sizeof(disk_path), "%s/disk", run_dir);
+	snprintf(jdir, sizeof(jdir), "%s/journal/", run_dir);
+	jmemfd = memfd_create("fuzz-journal", MFD_CLOEXEC);
+	CHECK(jmemfd >= 0);
 	fd = open(disk_path, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
 	CHECK(fd >= 0 && ftruncate(fd, 1 << 20) == 0);
 	close(fd);
@@ -820,6 +1046,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	be_dev_changed(d);
 	be_dev_remove(d);
 	CHECK(live_maps == 0 && bound_ports == 0 && open_handles == 0 && live_threads == 0);
+	check_journals();
 	xclear();
 	return 0;
 }
