@@ -38,6 +38,7 @@
  */
 #define FUSE_USE_VERSION 312
 #include <errno.h>
+#include <fcntl.h>
 #include <fuse_lowlevel.h>
 #include <liburing.h>
 #include <pthread.h>
@@ -549,6 +550,22 @@ static ssize_t fu_writev(int fd, struct iovec *iov, int count, void *userdata)
 	return e ? answer(e, iov, count, oh.unique) : writev(fd, iov, count);
 }
 
+#define FU_ENABLE_PARAM "/sys/module/fuse/parameters/enable_uring"
+
+/* Whether the fuse module would offer io_uring at a mount's INIT. */
+static bool fu_kernel_enabled(void)
+{
+	char c = 0;
+	int fd = open(FU_ENABLE_PARAM, O_RDONLY | O_CLOEXEC);
+
+	if (fd < 0)
+		return false;
+	if (read(fd, &c, 1) != 1)
+		c = 0;
+	close(fd);
+	return c == 'Y';
+}
+
 int fuse_uring_attach(struct fuse_session *se, enum fuse_uring_mode mode)
 {
 	static const struct fuse_custom_io io = { .read = fu_read, .writev = fu_writev };
@@ -560,6 +577,13 @@ int fuse_uring_attach(struct fuse_session *se, enum fuse_uring_mode mode)
 	if (mode == FUSE_URING_OFF) {
 		log_info("FUSE transport: /dev/fuse (--fuse-uring=off)");
 		return 0;                       /* libfuse's own reads and writes */
+	}
+	/* The kernel offers io_uring at INIT only while the fuse module's
+	 * enable_uring is Y: refuse "on" here, before any request, rather
+	 * than at INIT, where the loop's workers sit in read(2). */
+	if (mode == FUSE_URING_ON && !fu_kernel_enabled()) {
+		log_err("--fuse-uring=on: io_uring cannot be used (%s is not Y)", FU_ENABLE_PARAM);
+		return -EOPNOTSUPP;
 	}
 	rc = fuse_session_custom_io(se, &io, fu.fd);
 	if (rc)
