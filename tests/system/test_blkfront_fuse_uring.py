@@ -116,9 +116,9 @@ def test_io_uring_serves_direct_and_buffered_io(guest, uring):
     assert n is not None and n >= 8192, guest.blkfront.log_text()
 
 
-@pytest.mark.skip(reason="known bug, issue 16: a SIGTERM with dirty pages in the "
-                  "cache hangs the io_uring transport's stop (2 of 3 runs on "
-                  "2026-12-03); --fuse-uring defaults to off until it is fixed")
+@pytest.mark.skip(reason="known bug, issue 16: a SIGTERM can hang the io_uring "
+                  "transport's stop (a thread stat()s its own mount, the "
+                  "rings no longer fetch; 2026-12-03); default off until fixed")
 @pytest.mark.parametrize("uring", ["Y"], indirect=True)
 def test_sigterm_writes_back_over_the_rings(guest, uring):
     """Dirty pages in the page cache at SIGTERM reach the backing file
