@@ -75,6 +75,8 @@ def stop_clean(g):
     return g.blkfront.log_text()
 
 
+@pytest.mark.skip(reason="known bug, issue 16: its stop can hang as below (passed 4 of "
+                  "4 runs on 2026-12-03, but the same stop hung after a QD64 run)")
 @pytest.mark.parametrize("uring", ["Y"], indirect=True)
 def test_io_uring_serves_direct_and_buffered_io(guest, uring):
     img = guest.disk(size=64 * MiB)
