@@ -60,6 +60,8 @@ static const char usage[] =
 "  --platform P       auto, local or xen (default auto: xen when\n"
 "                     /dev/xen/gntalloc and /dev/xen/evtchn exist)\n"
 "  --timeout MS       wait for a backend to connect (default 10000)\n"
+"  --fuse-uring=M     auto, on or off (default off, experimental): FUSE\n"
+"                     requests over io_uring when the kernel offers them\n"
 "  -v                 log debug messages\n"
 "  -h, --help         this text\n";
 
