@@ -170,6 +170,7 @@ static int alloc_slots(struct be_io *io)
 	if (!io->slots || !io->slot_mem)
 		return -ENOMEM;
 	io->nr_slots = n;
+	io->slot_low = n;
 	for (unsigned int i = 0; i < n; i++) {
 		char *m = (char *)io->slot_mem + (size_t)i * per;
 		struct be_pending *p = &io->slots[i];
@@ -547,10 +548,13 @@ int be_io_replay(struct be_io *io, struct be_replay *plan)
 		taken[plan->e[i].slot] = true;
 	}
 	for (pp = &io->free; *pp;) {          /* unlink the journalled slots */
-		if (taken[slot_of(io, *pp)])
+		if (taken[slot_of(io, *pp)]) {
+			if (slot_of(io, *pp) < io->slot_low)
+				io->slot_low = slot_of(io, *pp);
 			*pp = (*pp)->next;
-		else
+		} else {
 			pp = &(*pp)->next;
+		}
 	}
 	free(taken);
 	io->replay = *plan;
@@ -600,6 +604,8 @@ static int consume(struct be_io *io)
 				return 0;
 			}
 			io->free = p->next;
+			if (slot_of(io, p) < io->slot_low)
+				io->slot_low = slot_of(io, p);
 			ring_fetch_req(r, r->req_cons, &in);
 			be_journal_record(io->cfg.journal, slot_of(io, p), r->req_cons, &in);
 			/* The consumer index moves before the request's I/O
@@ -1021,6 +1027,63 @@ int be_io_run(struct be_io *io)
 	while ((rc = be_io_run_once(io, idle_timeout_ms(io))) == 0)
 		;
 	return rc == 1 ? 0 : rc;
+}
+
+int be_io_reset(struct be_io *io, const struct be_io_cfg *cfg)
+{
+	unsigned int n = io->nr_slots, cap = req_seg_capacity(&io->cfg.limits);
+	size_t per = cap * (sizeof(struct iovec) + sizeof(void *) +
+			    sizeof(struct blkif_request_segment));
+	struct be_io old = *io;
+	int rc;
+
+	if (!io->uring_ready || io->inflight || io->held || io->barrier || io->waiting ||
+	    io->replay.e || io->sd_in_armed || io->sd_out_armed || io->kicked ||
+	    io->cfg.journal || cfg->journal)
+		return -EBUSY;
+	if (cfg->ring->nr_ents != n || req_seg_capacity(&cfg->limits) != cap ||
+	    req_limits_check(&cfg->limits) || cfg->evt_fd != io->cfg.evt_fd ||
+	    cfg->stop_fd != io->cfg.stop_fd)
+		return -EINVAL;
+	storage_queue_close(io->cfg.storage, io->sq);
+	/* Every slot taken: as alloc_slots made it (its table memory
+	 * zeroed, on the free list in the same order); the others are. */
+	memset((char *)io->slot_mem + (size_t)io->slot_low * per, 0,
+	       (size_t)(n - io->slot_low) * per);
+	for (unsigned int i = io->slot_low; i < n; i++) {
+		struct be_pending *p = &io->slots[i];
+		char *m = (char *)io->slot_mem + (size_t)i * per;
+
+		*p = (struct be_pending){
+			.iov = (struct iovec *)(void *)m,
+			.seg_priv = (void **)(void *)(m + cap * sizeof(struct iovec)),
+			.v.segs = (struct blkif_request_segment *)(void *)
+				  (m + cap * (sizeof(struct iovec) + sizeof(void *))),
+			.next = i ? &io->slots[i - 1] : NULL,
+		};
+	}
+	/* The rest as be_io_init sets it, with what it made kept. */
+	memset(io, 0, sizeof(*io));
+	io->cfg = *cfg;
+	io->uring = old.uring;
+	io->uring_ready = true;
+	io->slots = old.slots;
+	io->nr_slots = n;
+	io->slot_low = n;
+	io->slot_mem = old.slot_mem;
+	io->free = n ? &io->slots[n - 1] : NULL;
+	io->load_fd = old.load_fd;
+	io->nr_cpus = old.nr_cpus;
+	io->fault_notify = old.fault_notify;
+	io->poll_any_load = old.poll_any_load;
+	io->poll_ns = UINT64_MAX;
+	io->wait_poll = cfg->wait == BE_IO_WAIT_POLL ||
+			(cfg->wait == BE_IO_WAIT_TUNABLE && tun_get(TUN_IO_WAIT_POLL));
+	io->loop = (struct storage_loop){ &io->uring, loop_complete, io,
+					  &cfg->stats->helper_req };
+	rc = storage_queue_open(cfg->storage, cfg->queue_index, io->nr_slots,
+				&io->loop, &io->sq);
+	return rc;
 }
 
 void be_io_destroy(struct be_io *io)

@@ -183,6 +183,8 @@ struct be_io {
 	bool load_busy;             /* more threads runnable than CPUs then */
 	bool poll_any_load;         /* test only: spin whatever the load */
 	unsigned int poll_skips;
+	unsigned int slot_low;      /* lowest slot taken since init/reset
+	                             * (nr_slots: none); be_io_reset */
 };
 
 /* 0 or -errno (-EINVAL for bad limits, io_uring setup errors, -ENOMEM). */
@@ -219,6 +221,24 @@ int be_io_run_once(struct be_io *io, int timeout_ms);
 
 /* Run until stopped (returns 0) or broken / failed (-errno). */
 int be_io_run(struct be_io *io);
+
+/*
+ * The queue as be_io_init(io, cfg) leaves it, keeping its slot tables and
+ * its io_uring: what a harness that runs one queue across many inputs
+ * calls between them (tests/fuzz/fuzz_be_request.c; not used by the
+ * daemon, whose queues live one connection each).  Only what the queue's
+ * last life touched is cleared: the slots it took (the free list is a
+ * stack, so they are the top slot_low.. nr_slots - 1 of it) and the
+ * scalar state; the storage queue is closed and opened again on
+ * cfg->storage.  The previous life must have ended quiet: nothing in
+ * flight, held, waiting or replayed, no driver fd polled, the event (and
+ * stop) poll armed as any be_io_run_once() that returned >= 0 or -EIO
+ * leaves it; cfg must name the same ring size, segment capacity, event
+ * and stop fds and no journal.  0; -EBUSY or -EINVAL when it does not
+ * apply (the queue is unchanged: destroy it and init a fresh one), or
+ * storage_queue_open()'s error (the queue must then be destroyed).
+ */
+int be_io_reset(struct be_io *io, const struct be_io_cfg *cfg);
 
 /* Wait for in-flight I/O, answer it, and free everything.  Idempotent;
  * safe after a failed be_io_init(). */
