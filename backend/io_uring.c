@@ -1054,13 +1054,12 @@ int be_io_reset(struct be_io *io, const struct be_io_cfg *cfg)
 		struct be_pending *p = &io->slots[i];
 		char *m = (char *)io->slot_mem + (size_t)i * per;
 
-		*p = (struct be_pending){
-			.iov = (struct iovec *)(void *)m,
-			.seg_priv = (void **)(void *)(m + cap * sizeof(struct iovec)),
-			.v.segs = (struct blkif_request_segment *)(void *)
-				  (m + cap * (sizeof(struct iovec) + sizeof(void *))),
-			.next = i ? &io->slots[i - 1] : NULL,
-		};
+		memset(p, 0, sizeof(*p));
+		p->iov = (struct iovec *)(void *)m;
+		p->seg_priv = (void **)(void *)(m + cap * sizeof(struct iovec));
+		p->v.segs = (struct blkif_request_segment *)(void *)
+			    (m + cap * (sizeof(struct iovec) + sizeof(void *)));
+		p->next = i ? &io->slots[i - 1] : NULL;
 	}
 	/* The rest as be_io_init sets it, with what it made kept. */
 	memset(io, 0, sizeof(*io));

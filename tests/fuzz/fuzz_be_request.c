@@ -93,6 +93,7 @@ struct fz_hdr {
 /* ---- the guest: granted pages and the stub grant table ------------------ */
 
 static uint8_t guest[FZ_GRANTS][FZ_PAGE] __attribute__((aligned(4096)));
+static void observe(uint64_t a, uint64_t b);
 static uint32_t g_granted, g_readonly;
 static uint32_t g_dirty;      /* pages not all zero: cleared before reuse */
 
@@ -173,8 +174,10 @@ static int fz_gnttab_map(struct xbd_gnttab *gt, xbd_domid_t remote,
 	/* Heap memory: ASan reports any use after the unmap. */
 	if (!(m = pages_alloc(count)))
 		return -ENOMEM;
-	for (unsigned int i = 0; i < count; i++)
+	for (unsigned int i = 0; i < count; i++) {
 		memcpy(m + (size_t)i * FZ_PAGE, guest[refs[i]], FZ_PAGE);
+		observe(1, (uint64_t)refs[i] << 8 | (unsigned int)prot);
+	}
 	maps[nmaps++] = (struct fz_map){ m, count, prot };
 	*addr = m;
 	return 0;
@@ -212,6 +215,8 @@ static int fz_gnttab_copy(struct xbd_gnttab *gt, unsigned int count,
 		s->status = (int16_t)grant_check(f->domid, f->ref, to_grant);
 		if (!s->status && (uint32_t)f->offset + s->len > FZ_PAGE)
 			s->status = -EINVAL;
+		observe(2, (uint64_t)f->ref << 40 | (uint64_t)f->offset << 24 |
+			   (uint64_t)s->len << 8 | (uint64_t)to_grant << 1 | !s->status);
 		if (s->status)
 			continue;
 		/* The local side is one bounce page of the transport. */
@@ -380,6 +385,7 @@ static int run_sqe(const struct io_uring_sqe *sqe)
 	int64_t total = 0;
 
 	check_sqe(sqe);
+	observe(3, (uint64_t)sqe->opcode << 56 ^ sqe->off ^ (uint64_t)sqe->len << 32 ^ sqe->flags);
 	if (sqe->opcode == IORING_OP_POLL_ADD)
 		return 0;
 	if (io_fail_bits & (1u << (data_sqes++ % 6)))
@@ -481,6 +487,7 @@ void *__wrap_mmap(void *addr, size_t len, int prot, int flags, int fd, off_t off
 	if (!(pg = pages_alloc(1)))
 		return MAP_FAILED;
 	memset(pg, 0, FZ_PAGE);
+	observe(8, nbounce);
 	bounce[nbounce++] = pg;
 	return pg;
 }
@@ -515,6 +522,7 @@ int __wrap_ioctl(int fd, unsigned long req, ...)
 	CHECK(fd == disk_fd && disk_blkdev && lim.discard && !lim.read_only);
 	CHECK(req == BLKDISCARD || (req == BLKSECDISCARD && lim.discard_secure));
 	check_extent(range[0], range[1]);
+	observe(4, range[0] ^ range[1] << 20 ^ req);
 	blk_discards++;
 	return 0;
 }
@@ -556,6 +564,7 @@ static ssize_t sync_data(const struct iovec *v, int n, off_t off, bool into_memo
 	CHECK(off >= 0 && (uint64_t)off < disk_bytes && total <= disk_bytes - (uint64_t)off);
 	if (!sync_cont)
 		check_extent((uint64_t)off, total);
+	observe(5, (uint64_t)off ^ total << 24 ^ (uint64_t)n << 56 ^ into_memory);
 	k = data_sqes++ % 6;
 	if (!(io_fail_bits & (1u << k))) {
 		sync_cont = false;
@@ -618,6 +627,7 @@ int __wrap_fdatasync(int fd)
 {
 	if (fd != disk_fd)
 		return __real_fdatasync(fd);
+	observe(6, 0);
 	/* noop_fsync: raw.c must not call it for a file in memory */
 	CHECK(!lim.read_only && !disk_mem_fs);
 	return 0;
@@ -630,6 +640,7 @@ int __wrap_fallocate(int fd, int mode, off_t off, off_t len)
 	CHECK(!lim.read_only && lim.discard && !disk_blkdev);
 	CHECK(mode == STORAGE_PUNCH_MODE && off >= 0 && len >= 0);
 	check_extent((uint64_t)off, (uint64_t)len);
+	observe(7, (uint64_t)off ^ (uint64_t)len << 24);
 	return 0;
 }
 
@@ -1057,19 +1068,99 @@ size_t LLVMFuzzerCustomMutator(uint8_t *data, size_t size, size_t max_size,
 	return size;
 }
 
-int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
+/*
+ * One queue across inputs.  Connecting a queue per input (be_io_init's
+ * slot tables: up to a MiB zeroed, the io_uring, the storage queue) was
+ * most of an execution's fixed cost; be_io_reset (backend/io_uring.c)
+ * returns the queue to its just-connected state, clearing only the slots
+ * the last input took.  An input whose ring size or segment capacity
+ * differs from the kept queue's, or that left it not quiet, gets a fresh
+ * queue (the kept one destroyed).
+ *
+ * FUZZ_RESET_CHECK=1 proves reset == fresh: every input runs twice, on
+ * the kept queue after a reset and then on a fresh queue, and aborts
+ * unless both saw the same thing: the queue's state right after the
+ * reset / the init (every scalar, every slot, every byte of the slot
+ * tables; pointers as offsets), then everything running the input
+ * produced (the ring with its responses, the counters, a digest of every
+ * SQE, system call, grant map and copy the engine made).  At exit it says
+ * how many of the comparisons followed a real reset
+ * (tests/fuzz/Makefile.fuzz `replay` runs it over the corpus).
+ */
+static struct be_io io;
+static bool io_live;
+static struct be_ring r;
+static struct gnt_xport x;
+static struct storage st;
+static struct be_stats stats;
+
+struct fz_obs {
+	struct be_io io;              /* pointers cleared */
+	unsigned int free_idx;        /* the free list's head, + 1 */
+	struct be_stats stats;        /* lat cleared (time) */
+	uint64_t digest;
+	unsigned int events;
+	unsigned int acks;
+	size_t slots_len, mem_len;
+	struct be_pending slots[1024];
+	uint8_t ring[FZ_PAGE << RING_MAX_ORDER];
+	uint8_t *mem;                 /* a copy of the slot tables */
+};
+static struct fz_obs *obs_now;    /* what this run observes, or NULL */
+static unsigned int resets, checked, checked_resets;
+
+static void observe_queue(struct fz_obs *o)
+{
+	unsigned int n = io.nr_slots, cap = req_seg_capacity(&io.cfg.limits);
+	size_t per = cap * (sizeof(struct iovec) + sizeof(void *) +
+			    sizeof(struct blkif_request_segment));
+	uintptr_t base = (uintptr_t)io.slot_mem;
+
+	o->io = io;
+	memset(&o->io.cfg, 0, sizeof(o->io.cfg));
+	memset(&o->io.uring, 0, sizeof(o->io.uring));
+	memset(&o->io.loop, 0, sizeof(o->io.loop));
+	o->io.sq = NULL;
+	o->io.slots = NULL;
+	o->io.slot_mem = NULL;
+	o->io.free = NULL;
+	o->io.load_fd = io.load_fd >= 0;
+	o->free_idx = io.free ? (unsigned int)(io.free - io.slots) + 1 : 0;
+	CHECK(n <= 1024);
+	o->slots_len = n * sizeof(o->slots[0]);
+	for (unsigned int i = 0; i < n; i++) {
+		struct be_pending *q = &o->slots[i];
+
+		*q = io.slots[i];
+		q->iov = (void *)((uintptr_t)q->iov - base);
+		q->seg_priv = (void *)((uintptr_t)q->seg_priv - base);
+		q->v.segs = (void *)((uintptr_t)q->v.segs - base);
+		q->next = (void *)(q->next ? (uintptr_t)(q->next - io.slots) + 1 : 0);
+	}
+	o->mem_len = n * per;
+	free(o->mem);
+	CHECK((o->mem = malloc(o->mem_len ? o->mem_len : 1)));
+	memcpy(o->mem, io.slot_mem, o->mem_len);
+}
+
+/* Everything the engine does to the outside, digested. */
+static void observe(uint64_t a, uint64_t b)
+{
+	if (!obs_now)
+		return;
+	obs_now->digest = (obs_now->digest ^ a) * 0x100000001b3ull + b;
+	obs_now->events++;
+}
+
+static void run_input(const uint8_t *data, size_t size, bool fresh)
 {
 	struct cursor c = { data, size };
 	struct fz_hdr h;
 	struct blkif_sring *s = (void *)ring_mem;
 	enum ring_abi abi;
 	unsigned int order;
-	struct be_ring r;
-	struct gnt_xport x;
-	struct be_stats stats = { 0 };
-	struct be_io io;
-	struct storage st;
 	RING_IDX start;
+	int rc;
 
 	init_once();
 	take(&c, &h, sizeof(h));
@@ -1086,6 +1177,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	CHECK(ring_attach(&r, ring_mem, order, abi) == 0);
 	start = r.req_cons;
 	gnt_xport_init(&x, &fz_gt, FZ_FRONTEND, h.cfg0 & 0x10);
+	memset(&stats, 0, sizeof(stats));
 	struct be_io_cfg cfg = {
 		.ring = &r, .storage = &st, .limits = lim,
 		.xport = &gnt_xport_ops, .xport_ctx = &x,
@@ -1095,8 +1187,27 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	RING_IDX written = h.rsp_prod;     /* slots written up to here */
 
 	in_io_init = true;
-	CHECK(be_io_init(&io, &cfg) == 0);
+	rc = -EINVAL;
+	if (io_live && !fresh) {
+		rc = be_io_reset(&io, &cfg);
+		CHECK(rc == 0 || rc == -EINVAL);
+		resets += !rc;
+	}
+	if (rc) {
+		be_io_destroy(&io);
+		CHECK(be_io_init(&io, &cfg) == 0);
+		io_live = true;
+	}
 	in_io_init = false;
+	/* The event poll armed, or queued (a fresh queue), not both. */
+	unsigned int queued = io.uring.sq.sqe_tail - io.uring.sq.sqe_head;
+
+	CHECK(fu.evt_armed ? queued == 0 :
+	      queued == 1 && fu_sqes[io.uring.sq.sqe_head & io.uring.sq.ring_mask].opcode ==
+			     IORING_OP_POLL_ADD);
+	if (obs_now)
+		observe_queue(obs_now);
+	acks = 0;
 	for (unsigned int round = 0; round <= h.rounds % 4u && !r.broken; round++) {
 		if (round) {
 			/* The frontend refills the slots the responses used. */
@@ -1111,15 +1222,71 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		burst(&io, &r);
 		check_responses(ring_in, &r, start);
 	}
-	be_io_destroy(&io);
+	/* Kept for the next input if it ended quiet (be_io_reset). */
+	if (io.waiting || io.inflight || io.held || io.rsps_to_push || io.kicked) {
+		be_io_destroy(&io);
+		io_live = false;
+	}
 	kick_pending = false;
 	if ((int32_t)(r.rsp_prod_pvt - written) > 0)
 		written = r.rsp_prod_pvt;
+	if (obs_now) {
+		obs_now->stats = stats;
+		memset(obs_now->stats.lat, 0, sizeof(stats.lat));
+		obs_now->acks = acks;
+		memcpy(obs_now->ring, ring_mem, (size_t)FZ_PAGE << order);
+	}
 	mark_slots(abi, r.nr_ents, h.rsp_prod, written - h.rsp_prod);
 	CHECK(gnt_xport_destroy(&x) == 0);
 	CHECK(nmaps == 0);            /* every grant mapping was given back */
 	CHECK(nbounce == 0);          /* and every bounce page */
 	pages_next = 0;
 	CHECK(stats.inflight == 0);
+}
+
+static void report_resets(void)
+{
+	fprintf(stderr, "fuzz be_request: reset check: %u inputs compared, %u after a reset\n",
+		checked, checked_resets);
+}
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
+{
+	static int check = -1;
+	static struct fz_obs o[2];
+	unsigned int before;
+
+	if (check < 0) {
+		check = getenv("FUZZ_RESET_CHECK") != NULL;
+		if (check)
+			atexit(report_resets);
+	}
+	if (!check) {
+		run_input(data, size, false);
+		return 0;
+	}
+	for (int k = 0; k < 2; k++) {
+		uint8_t *mem = o[k].mem;
+
+		memset(&o[k], 0, sizeof(o[k]));
+		o[k].mem = mem;
+	}
+	before = resets;
+	obs_now = &o[0];
+	run_input(data, size, false);
+	obs_now = &o[1];
+	run_input(data, size, true);
+	obs_now = NULL;
+	checked++;
+	checked_resets += resets != before;
+	CHECK(!memcmp(&o[0].io, &o[1].io, sizeof(o[0].io)));
+	CHECK(o[0].free_idx == o[1].free_idx);
+	CHECK(o[0].slots_len == o[1].slots_len && o[0].mem_len == o[1].mem_len);
+	CHECK(!memcmp(o[0].slots, o[1].slots, o[0].slots_len));
+	CHECK(!memcmp(o[0].mem, o[1].mem, o[0].mem_len));
+	CHECK(!memcmp(&o[0].stats, &o[1].stats, sizeof(o[0].stats)));
+	CHECK(o[0].acks == o[1].acks);
+	CHECK(o[0].events == o[1].events && o[0].digest == o[1].digest);
+	CHECK(!memcmp(o[0].ring, o[1].ring, sizeof(o[0].ring)));
 	return 0;
 }
