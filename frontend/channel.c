@@ -152,6 +152,10 @@ struct fe_chan {
 	unsigned int need_pages;      /* queued requests without their pages */
 	struct fe_io *cq_head, *cq_tail;
 	struct fe_chan_stats stats;
+	/* used since create or fe_chan_recycle: ids below rq_high, the
+	 * descriptors below io_high (both stacks hand out from the bottom) */
+	uint32_t rq_high;
+	unsigned int io_high;
 };
 
 /* What a lock holder leaves for after the lock (see the file top). */
@@ -189,6 +193,7 @@ static int rq_alloc(struct fe_chan *c, unsigned int size)
 		c->rq[i].next_free = i + 1 < size ? i + 1 : RQ_NONE;
 	c->rq_free = 0;     /* id 0 first */
 	c->rq_nfree = size;
+	c->rq_high = 0;
 	return 0;
 }
 
@@ -199,6 +204,8 @@ static uint32_t rq_get(struct fe_chan *c)
 	c->rq_free = c->rq[id].next_free;
 	c->rq[id].next_free = RQ_NONE;
 	c->rq_nfree--;
+	if (id >= c->rq_high)
+		c->rq_high = id + 1;
 	return id;
 }
 
@@ -271,6 +278,8 @@ static struct fe_io *io_pop(struct fe_chan *c)
 	if (io) {
 		c->free = io->next;
 		c->nfree--;
+		if ((unsigned int)(io - c->ios) >= c->io_high)
+			c->io_high = (unsigned int)(io - c->ios) + 1;
 	}
 	return io;
 }
@@ -328,6 +337,16 @@ static void io_free_storage(struct fe_io *io)
 		free(io->iov);
 }
 
+/* A zeroed descriptor as ios_create makes it: inline arrays. */
+static void io_init(struct fe_io *io)
+{
+	io->frags = io->frags_in;
+	io->pages = io->pages_in;
+	io->iov = io->iov_in;
+	io->cap_frags = IO_INLINE_FRAGS;
+	io->cap_iov = IO_INLINE_IOV;
+}
+
 static int ios_create(struct fe_chan *c, unsigned int n)
 {
 	unsigned int i;
@@ -337,14 +356,8 @@ static int ios_create(struct fe_chan *c, unsigned int n)
 		return -ENOMEM;
 	c->nr_ios = n;
 	for (i = n; i-- > 0;) {
-		struct fe_io *io = &c->ios[i];
-
-		io->frags = io->frags_in;
-		io->pages = io->pages_in;
-		io->iov = io->iov_in;
-		io->cap_frags = IO_INLINE_FRAGS;
-		io->cap_iov = IO_INLINE_IOV;
-		io_push(c, io);
+		io_init(&c->ios[i]);
+		io_push(c, &c->ios[i]);
 	}
 	return 0;
 }
@@ -901,15 +914,12 @@ int fe_chan_create(struct xbd_platform *plat, struct xbd_domain *dom,
 	return 0;
 }
 
-void fe_chan_destroy(struct fe_chan *c)
+/* Every I/O the channel holds ends with -ENODEV, reaped or not. */
+static void close_ios(struct fe_chan *c)
 {
 	struct work w = { 0 };
-	unsigned int i;
 
-	if (!c)
-		return;
-	if (c->ios)
-		fe_chan_fail(c, -ENODEV, "queue closed");
+	fe_chan_fail(c, -ENODEV, "queue closed");
 	pthread_mutex_lock(&c->lock);
 	while (c->cq_head) {            /* nobody will reap them now */
 		struct xbdfront_cqe e;
@@ -920,6 +930,84 @@ void fe_chan_destroy(struct fe_chan *c)
 		cq_take(c, &w);
 	}
 	pthread_mutex_unlock(&c->lock);
+}
+
+int fe_chan_recycle(struct fe_chan *c, const struct fe_chan_params *par)
+{
+	struct fe_gntpool *pool;
+	unsigned int i;
+	int rc;
+
+	if (par->order != c->order || par->abi != c->abi || par->backend != c->backend ||
+	    par->index != c->index || par->bufs != c->bufs || par->on_broken != c->on_broken ||
+	    par->on_broken_arg != c->on_broken_arg || par->poll_us * 1000u != c->poll_ns_max ||
+	    par->max_pages - BLKIF_MAX_INDIRECT_PAGES_PER_REQUEST != c->pages_cap ||
+	    par->max_pages <= 2 * BLKIF_MAX_INDIRECT_PAGES_PER_REQUEST)
+		return -EINVAL;
+	if (__atomic_load_n(&c->spinners, __ATOMIC_SEQ_CST) || c->sleepers || c->waiters)
+		return -EBUSY;
+	close_ios(c);
+	/* the failure's wake-up, which a fresh channel has not had */
+	if (read(c->wake_fd, &(uint64_t){ 0 }, sizeof(uint64_t)) < 0) {
+		/* EAGAIN: nothing to take */
+	}
+	rc = fe_gntpool_create(c->gs, c->backend, par->persistent, par->max_pages, &pool);
+	if (rc)
+		return rc;
+	pthread_mutex_lock(&c->lock);
+	fe_gntpool_destroy(c->pool);    /* every page back: nothing in flight */
+	c->pool = pool;
+	c->persistent = par->persistent;
+	/* the descriptors used, as ios_create made them, the rest untouched
+	 * (still chained in order at the bottom of the stack) */
+	for (i = c->io_high; i-- > 0;) {
+		struct fe_io *io = &c->ios[i];
+
+		io_free_storage(io);
+		memset(io, 0, sizeof(*io));
+		io_init(io);
+		io->next = i + 1 < c->nr_ios ? &c->ios[i + 1] : NULL;
+	}
+	c->free = c->nr_ios ? &c->ios[0] : NULL;
+	c->nfree = c->nr_ios;
+	c->io_high = 0;
+	for (i = 0; i < c->rq_high; i++) {
+		memset(&c->rq[i], 0, sizeof(c->rq[i]));
+		c->rq[i].next_free = i + 1 < c->ring.size ? i + 1 : RQ_NONE;
+	}
+	c->rq_free = 0;
+	c->rq_nfree = c->ring.size;
+	c->rq_high = 0;
+	rc = fe_ring_init(&c->ring, c->ring_mem, c->order, c->abi);
+	c->disarmed = false;
+	c->connected = false;
+	memset(&c->lim, 0, sizeof(c->lim));
+	c->wait_head = c->wait_tail = c->cq_head = c->cq_tail = NULL;
+	c->need_pages = 0;
+	memset(&c->stats, 0, sizeof(c->stats));
+	c->error[0] = '\0';
+	c->features = 0;
+	c->sector_size = 0;
+	c->inflight = 0;
+	c->cq_len = 0;
+	c->need_unmask = false;
+	c->spin_cons = 0;
+	c->spin_ns = c->poll_ns_max;
+	c->spin_skips = 0;
+	c->nspins = c->nspin_hits = c->nevents = c->nwaits = 0;
+	__atomic_store_n(&c->dead, rc, __ATOMIC_RELEASE);
+	pthread_mutex_unlock(&c->lock);
+	return rc;
+}
+
+void fe_chan_destroy(struct fe_chan *c)
+{
+	unsigned int i;
+
+	if (!c)
+		return;
+	if (c->ios)
+		close_ios(c);
 	for (i = 0; i < c->nr_ios; i++)
 		io_free_storage(&c->ios[i]);
 	free(c->ios);

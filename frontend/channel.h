@@ -89,6 +89,22 @@ struct fe_chan;
  */
 int fe_chan_create(struct xbd_platform *plat, struct xbd_domain *dom,
 		   const struct fe_chan_params *par, struct fe_chan **out);
+/*
+ * The channel as fe_chan_create(par) leaves it, keeping its descriptor and
+ * request tables, its ring pages and its port: what a harness that runs
+ * one channel across many inputs calls between them
+ * (tests/fuzz/fuzz_fe_response.c; libxbdfront makes a channel per
+ * connection).  Every I/O it holds ends with -ENODEV first (as in
+ * fe_chan_destroy), the grant pool is made again (its pages unshared),
+ * the ring cleared; of the tables only what was used since (ids and
+ * descriptors below a high-water mark) is cleared.  par must name the
+ * ring's present order and ABI and what create was given (only persistent
+ * may differ), and nobody may wait in the channel: -EINVAL / -EBUSY
+ * otherwise (nothing changed).  0, or -ENOMEM (the channel is then dead:
+ * destroy it).
+ */
+int fe_chan_recycle(struct fe_chan *c, const struct fe_chan_params *par);
+
 /* Fail everything with -ENODEV, then free all.  Safe with NULL. */
 void fe_chan_destroy(struct fe_chan *c);
 

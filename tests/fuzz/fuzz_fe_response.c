@@ -114,6 +114,8 @@ static struct {
 	int evt_fd;
 } M;
 
+static void observe(uint64_t a, uint64_t b);
+
 static int fz_gntshr_open(struct xbd_domain *d, struct xbd_gntshr **out)
 {
 	struct xbd_gntshr *gs = malloc(sizeof(*gs));
@@ -172,6 +174,7 @@ static int fz_gntshr_share_pages(struct xbd_gntshr *gs, xbd_domid_t remote,
 		M.ref_page[M.next_ref++] = m + (size_t)k * FZ_PAGE;
 	}
 	*addr = m;
+	observe(1, (uint64_t)count << 32 | refs[0]);
 	return 0;
 }
 
@@ -181,6 +184,7 @@ static int fz_gntshr_unshare(struct xbd_gntshr *gs, void *addr, unsigned int cou
 		if (M.shares[i].addr != addr)
 			continue;
 		CHECK(M.shares[i].gs == gs && M.shares[i].count == count);
+		observe(2, (uint64_t)count << 32 | M.shares[i].first);
 		drop_share(i);
 		return 0;
 	}
@@ -264,12 +268,21 @@ static void machine_up(void)
 	fe_bufs_init(&M.bufs, &M.dom, 0);
 }
 
-/* The end of an input: nothing may be shared or open any more. */
-static void machine_rewind(void)
+/* The end of an input: nothing may be shared or open any more, or (a
+ * channel kept for the next input, fe_chan_recycle) only its two handles
+ * and its ring, the first share an input makes: what is after it goes. */
+static void machine_rewind(bool kept)
 {
-	CHECK(M.nshares == 0 && M.handles == 0);
-	M.arena_next = 0;
-	M.next_ref = 0;
+	if (!kept) {
+		CHECK(M.nshares == 0 && M.handles == 0);
+		M.arena_next = 0;
+		M.next_ref = 0;
+		return;
+	}
+	CHECK(M.nshares == 1 && M.handles == 2 && M.shares[0].first == 0 &&
+	      M.shares[0].addr == M.arena);
+	M.arena_next = M.shares[0].count;
+	M.next_ref = M.shares[0].count;
 }
 
 static uint8_t data[FZ_DATA] __attribute__((aligned(4096)));
@@ -372,6 +385,13 @@ static void take_requests(struct be_state *b)
 
 		memcpy(&id, q + (b->abi == FE_ABI_X86_32 ? 4 : 8), 8);
 		CHECK(id < b->size && b->op[id] == 0xff);     /* the frontend's ids are sane */
+		observe(3, b->seen);
+		for (unsigned int k = 0; k < (b->abi == FE_ABI_X86_32 ? 108u : 112u); k += 8) {
+			uint64_t w;
+
+			memcpy(&w, q + k, 8);
+			observe(4, w);
+		}
 		b->op[id] = q[0] == BLKIF_OP_INDIRECT ? q[1] : q[0];
 	}
 }
@@ -425,6 +445,45 @@ static void put_rsp(struct be_state *b, const struct fz_rsp *in)
 	memcpy(s + 10, &status, 2);
 }
 
+/*
+ * One channel across inputs.  A channel per input (fe_chan_create: its
+ * descriptor and request tables, hundreds of KiB zeroed, the grant
+ * pool's stacks, the ring's share) was most of an execution's fixed
+ * cost.  At an input's end the channel is recycled (fe_chan_recycle,
+ * frontend/channel.c: every I/O ends with -ENODEV as in fe_chan_destroy,
+ * the state back to just created) and kept for the next input if that
+ * one asks for the same ring; an input that reconnected (a second ring
+ * share) ends with a destroy as before.
+ *
+ * FUZZ_RESET_CHECK=1 proves recycled == fresh: every input runs twice, on
+ * the kept channel and on a fresh one, and aborts unless both runs made
+ * the same shares and unshares, published the same request slots byte
+ * for byte, completed the same I/Os with the same status, and ended with
+ * the same counters (fe_chan_get_stats), features and error.
+ */
+static struct fe_chan *kept;
+static struct fe_chan_params cur_par, kept_par;   /* this input's; the kept one's */
+static bool fresh;
+static unsigned int recycled, checked, checked_recycled;
+
+struct fz_obs {
+	uint64_t digest;
+	unsigned int events;
+	uint8_t stats[sizeof(struct fe_chan_stats)];   /* as bytes: zeroed, then copied */
+	unsigned int features;
+	int error;
+	struct { bool accepted; unsigned int done; int status; } apps[FZ_IOS];
+};
+static struct fz_obs *obs_now, *obs_next;   /* observing; from after the set-up */
+
+static void observe(uint64_t a, uint64_t b)
+{
+	if (!obs_now)
+		return;
+	obs_now->digest = (obs_now->digest ^ a) * 0x100000001b3ull + b;
+	obs_now->events++;
+}
+
 static bool setup(struct be_state *b, struct cursor *c, struct fe_limits *lim)
 {
 	struct fe_chan_params par = { .backend = 0, .persistent = true, .max_pages = FZ_POOL,
@@ -451,8 +510,18 @@ static bool setup(struct be_state *b, struct cursor *c, struct fe_limits *lim)
 	CHECK(fe_limits_check(lim) == 0);
 	par.order = b->order;
 	par.abi = b->abi;
-	if (fe_chan_create(&M.plat, &M.dom, &par, &b->c)) {
-		machine_rewind();
+	cur_par = par;
+	if (kept && (fresh || kept_par.order != par.order || kept_par.abi != par.abi)) {
+		fe_chan_destroy(kept);
+		kept = NULL;
+		machine_rewind(false);
+	}
+	if (kept) {
+		b->c = kept;             /* recycled at the last input's end */
+		kept = NULL;
+		recycled++;
+	} else if (fe_chan_create(&M.plat, &M.dom, &par, &b->c)) {
+		machine_rewind(false);
 		return false;
 	}
 	ring_map(b);
@@ -487,7 +556,7 @@ static void reconnect(struct be_state *b, const struct fe_limits *lim)
 	take_requests(b);
 }
 
-int LLVMFuzzerTestOneInput(const uint8_t *in, size_t size)
+static void run_input(const uint8_t *in, size_t size)
 {
 	struct cursor c = { in, size };
 	struct fe_limits lim;
@@ -495,9 +564,20 @@ int LLVMFuzzerTestOneInput(const uint8_t *in, size_t size)
 	struct fz_round round;
 	int rounds = 0;
 
+	bool reconnected = false;
+
 	machine_up();
+	obs_now = NULL;                 /* a fresh channel's first share is the ring */
 	if (!setup(&b, &c, &lim))
-		return 0;
+		return;
+	obs_now = obs_next;
+	if (obs_now) {
+		xbd_grant_ref_t refs[32];
+		unsigned int n = fe_chan_ring_refs(b.c, refs);
+
+		for (unsigned int i = 0; i < n; i++)
+			observe(5, refs[i]);
+	}
 	submit_all(&b);
 	while (take(&c, &round, sizeof(round)) && rounds++ < 256) {
 		uint32_t prod = b.bprod;
@@ -515,18 +595,80 @@ int LLVMFuzzerTestOneInput(const uint8_t *in, size_t size)
 		if (fe_chan_error(b.c, NULL, 0))
 			break;          /* broken: the device is dead, as in the library */
 		take_requests(&b);
-		if (round.flags & 2)
+		if (round.flags & 2) {
 			reconnect(&b, &lim);
+			reconnected = true;
+		}
 	}
 	/* The end: the backend goes, the channel fails what is left. */
 	ring_unmap(&b);
-	fe_chan_destroy(b.c);
-	machine_rewind();
+	if (obs_now) {
+		struct fe_chan_stats st;
+
+		memset(&st, 0, sizeof(st));
+		fe_chan_get_stats(b.c, &st);
+		memcpy(obs_now->stats, &st, sizeof(st));
+		obs_now->features = fe_chan_features(b.c);
+		obs_now->error = fe_chan_error(b.c, NULL, 0);
+	}
+	if (!reconnected && !fe_chan_recycle(b.c, &cur_par)) {
+		kept = b.c;
+		kept_par = cur_par;
+		machine_rewind(true);
+	} else {
+		fe_chan_destroy(b.c);
+		machine_rewind(false);
+	}
+	for (unsigned int i = 0; obs_now && i < napps; i++) {
+		obs_now->apps[i].accepted = apps[i].accepted;
+		obs_now->apps[i].done = apps[i].done;
+		obs_now->apps[i].status = apps[i].status;
+	}
 	for (unsigned int i = 0; i < napps; i++)
 		CHECK(apps[i].done == (apps[i].accepted ? 1u : 0u));
 	if (getenv("FUZZ_VERBOSE"))
 		for (unsigned int i = 0; i < napps; i++)
 			fprintf(stderr, "io %u op %d accepted %d done %u status %d\n", i,
 				apps[i].sqe.op, apps[i].accepted, apps[i].done, apps[i].status);
+}
+
+static void report_resets(void)
+{
+	fprintf(stderr, "fuzz fe_response: reset check: %u inputs compared, %u after a recycle\n",
+		checked, checked_recycled);
+}
+
+int LLVMFuzzerTestOneInput(const uint8_t *in, size_t size)
+{
+	static int check = -1;
+	static struct fz_obs o[2];
+	unsigned int before = recycled;
+
+	if (check < 0) {
+		check = getenv("FUZZ_RESET_CHECK") != NULL;
+		if (check)
+			atexit(report_resets);
+	}
+	if (!check) {
+		run_input(in, size);
+		return 0;
+	}
+	memset(o, 0, sizeof(o));
+	obs_next = &o[0];
+	run_input(in, size);
+	obs_next = &o[1];
+	fresh = true;
+	run_input(in, size);
+	fresh = false;
+	obs_now = obs_next = NULL;
+	checked++;
+	checked_recycled += recycled != before;
+	CHECK(o[0].events == o[1].events && o[0].digest == o[1].digest);
+	CHECK(!memcmp(o[0].stats, o[1].stats, sizeof(o[0].stats)));
+	CHECK(o[0].features == o[1].features && o[0].error == o[1].error);
+	for (unsigned int i = 0; i < FZ_IOS; i++)
+		CHECK(o[0].apps[i].accepted == o[1].apps[i].accepted &&
+		      o[0].apps[i].done == o[1].apps[i].done &&
+		      o[0].apps[i].status == o[1].apps[i].status);
 	return 0;
 }
