@@ -28,6 +28,21 @@ static inline bool fuzz_str_eq(const char *a, const char *b)
 	return *a == *b;
 }
 
+/* FUZZ_RESET_CHECK set (asked once): a harness that keeps its connection
+ * across inputs runs each input twice, after a reset and on a fresh
+ * connection, and compares; report runs at exit then. */
+static inline bool fuzz_reset_check(void (*report)(void))
+{
+	static int check = -1;
+
+	if (check < 0) {
+		check = getenv("FUZZ_RESET_CHECK") != NULL;
+		if (check)
+			atexit(report);
+	}
+	return check;
+}
+
 struct cursor {
 	const uint8_t *p;
 	size_t left;

@@ -640,16 +640,10 @@ static void report_resets(void)
 
 int LLVMFuzzerTestOneInput(const uint8_t *in, size_t size)
 {
-	static int check = -1;
 	static struct fz_obs o[2];
 	unsigned int before = recycled;
 
-	if (check < 0) {
-		check = getenv("FUZZ_RESET_CHECK") != NULL;
-		if (check)
-			atexit(report_resets);
-	}
-	if (!check) {
+	if (!fuzz_reset_check(report_resets)) {
 		run_input(in, size);
 		return 0;
 	}
