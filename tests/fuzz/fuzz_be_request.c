@@ -97,6 +97,7 @@ struct fz_hdr {
 
 static uint8_t guest[FZ_GRANTS][FZ_PAGE] __attribute__((aligned(4096)));
 static void observe(uint64_t a, uint64_t b);
+static bool live_bounce(const void *p, size_t len);
 static uint32_t g_granted, g_readonly;
 static uint32_t g_dirty;      /* pages not all zero: cleared before reuse */
 
@@ -223,7 +224,7 @@ static int fz_gnttab_copy(struct xbd_gnttab *gt, unsigned int count,
 		if (s->status)
 			continue;
 		/* The local side is one bounce page of the transport. */
-		CHECK(s->len && !__asan_region_is_poisoned(virt, s->len));
+		CHECK(s->len && live_bounce(virt, s->len));
 		if (to_grant) {
 			memcpy(guest[f->ref] + f->offset, virt, s->len);
 			g_dirty |= 1u << f->ref;
@@ -266,7 +267,7 @@ static void check_iov(const struct iovec *v, bool into_memory)
 			return;
 		}
 	}
-	CHECK(!__asan_region_is_poisoned(v->iov_base, v->iov_len));
+	CHECK(live_bounce(v->iov_base, v->iov_len));
 }
 
 static void check_extent(uint64_t off, uint64_t len)
@@ -496,6 +497,18 @@ static void bounce_drop(unsigned int i)
 	bounce[i] = bounce[--nbounce];
 	if (i < nbounce && in_arena(bounce[i]))
 		bounce_at[((uint8_t *)bounce[i] - pages_arena) / FZ_PAGE] = i + 1;
+}
+
+/* [p, p + len) lies in one live bounce page.  In the arena that is what
+ * bounce_at says (a page is unpoisoned whole when handed out and poisoned
+ * whole when given back, so this is ASan's answer, without scanning the
+ * shadow: the scans were 8 % of an execution); past it, ASan's. */
+static bool live_bounce(const void *p, size_t len)
+{
+	if (!in_arena(p))
+		return !__asan_region_is_poisoned((void *)(uintptr_t)p, len);
+	return bounce_at[((const uint8_t *)p - pages_arena) / FZ_PAGE] &&
+	       ((uintptr_t)p & (FZ_PAGE - 1)) + len <= FZ_PAGE;
 }
 
 void *__wrap_mmap(void *addr, size_t len, int prot, int flags, int fd, off_t off)
