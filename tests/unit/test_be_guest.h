@@ -149,6 +149,9 @@ static inline void get_rsp(struct gring *r, uint64_t *id, int16_t *status)
 	uint32_t *h = (uint32_t *)r->sring;
 	size_t stride = r->abi == RING_ABI_X86_32 ? 108 : 112;   /* entry stride */
 
+	/* fail_msg() below does not return, but gcc -O2 cannot tell */
+	*id = UINT64_MAX;
+	*status = INT16_MIN;
 	for (int tries = 0; tries < 50; tries++) {
 		if (__atomic_load_n(&h[2], __ATOMIC_ACQUIRE) != r->rsp_cons) {
 			uint8_t *s = r->sring + 64 + (r->rsp_cons++ & (r->nr_ents - 1)) * stride;
