@@ -32,9 +32,11 @@
  * Threads and locks: the ring thread of queue q owns its CQ and runs the
  * handlers of the requests q brings; q->lock serialises q's SQ (the ring
  * thread's registers, every answering thread's commits).  fu.lock: fu.tab.
- * Lifetime: the rings, entries and buffers live from the INIT answer to
- * fuse_uring_release(), after the unmount (the kernel ends every entry:
- * -ENOTCONN), the ring threads' exit and the drain of every answer.
+ * Lifetime: the rings, entries and buffers live from just before the
+ * INIT answer (prepare_rings) to fuse_uring_release(), after the unmount
+ * (the kernel ends every entry: -ENOTCONN), the ring threads' exit and
+ * the drain of every answer.  fu.active is set before the first REGISTER
+ * (start_rings): from then on an answer goes to its entry.
  */
 #define FUSE_USE_VERSION 312
 #include <errno.h>
