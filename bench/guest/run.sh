@@ -132,6 +132,8 @@ bench_one() {   # bench_one LABEL TARGET DIRECT
 	wait_for 20 test -f "$dev" || die "xbd-blkfront did not show $dev"
 	set -- $(fio_iops $RR --ioengine=libaio --direct=1 --filename="$dev") || die "fuse fio"
 	row "guest fio libaio via FUSE" "$1" "$2" "$host_iops"
+	# xbd-blkfront's default transport (--fuse-uring), as its log says
+	echo "    ($(grep -o 'FUSE transport: .*' "$D/blkfront.log" | tail -n 1))"
 	echo "  the seed's dd, bs=4k count=$DDCOUNT then sync (MB/s to the end of the sync):"
 	h=$(seed_dd "$target") || die "dd to $target"
 	g=$(seed_dd "$dev") || die "dd to $dev"

@@ -42,7 +42,6 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
-#include <sys/sysmacros.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -526,6 +525,69 @@ static void fs_fallocate(fuse_req_t req, fuse_ino_t ino, int mode, off_t off, of
 		io_submit(io, XBDFRONT_DISCARD, (uint64_t)off, (uint64_t)len);
 }
 
+/* ---- the mount's bdi ---------------------------------------------------------- */
+
+/* The mount's device number (set once mounted, before the loop) */
+static unsigned int fs_dev_major, fs_dev_minor;
+static bool fs_dev_known;
+static pthread_once_t fs_bdi_once = PTHREAD_ONCE_INIT;
+
+/* One attribute of the mount's bdi (/sys/class/bdi/MAJ:MIN/name), best
+ * effort: root only, a failure is logged at debug level. */
+static void bdi_set(const char *name, int val)
+{
+	char path[128];
+	FILE *f;
+	int ok;
+
+	snprintf(path, sizeof(path), "/sys/class/bdi/%u:%u/%s", fs_dev_major, fs_dev_minor,
+		 name);
+	f = fopen(path, "w");
+	ok = f && fprintf(f, "%d\n", val) > 0;
+	if (f && fclose(f))
+		ok = 0;
+	if (!ok)
+		log_debug("%s: cannot set it to %d: %s", path, val, strerror(errno));
+}
+
+/*
+ * Make the mount's bdi what a block device's is.  The kernel gives a
+ * FUSE mount a read-ahead the server may only lower (128 KiB; we want
+ * FS_READ_AHEAD_KB) and, to protect memory from a server that never
+ * answers, a strict dirty limit of 1% of the machine's dirty
+ * threshold, which throttles the seed's dd to a trickle of write-back.
+ * A block device (the loop device the dd is measured against) has
+ * neither: it may use the whole dirty threshold.  Once, from the first
+ * lookup or getattr: the kernel sends them after it took the INIT
+ * answer (which sets the read-ahead to at most the answer's), and every
+ * file is reached through one.  No request of ours waits on the mount:
+ * a thread of ours waiting for an answer could hold the stop for ever.
+ */
+static void tune_bdi(void)
+{
+	if (!fs_dev_known)
+		return;
+	bdi_set("read_ahead_kb", FS_READ_AHEAD_KB);
+	bdi_set("strict_limit", 0);
+	bdi_set("max_ratio", 100);
+}
+
+/* The mount's device number, from the kernel's cached attributes
+ * (AT_STATX_DONT_SYNC: no FUSE request). */
+static void note_dev(const char *dir)
+{
+	struct statx st;
+
+	if (statx(AT_FDCWD, dir, AT_STATX_DONT_SYNC, STATX_TYPE, &st) < 0) {
+		log_debug("%s: no device number (%s), the bdi keeps FUSE's defaults", dir,
+			  strerror(errno));
+		return;
+	}
+	fs_dev_major = st.stx_dev_major;
+	fs_dev_minor = st.stx_dev_minor;
+	fs_dev_known = true;
+}
+
 /* ---- names, attributes, statistics ------------------------------------------ */
 
 /* The inode of name in directory parent, or 0. */
@@ -589,6 +651,7 @@ static void fs_lookup(fuse_req_t req, fuse_ino_t parent, const char *name)
 	struct fuse_entry_param e = { .attr_timeout = FS_ATTR_TIMEOUT };
 	uint64_t gen;
 
+	(void)pthread_once(&fs_bdi_once, tune_bdi);
 	e.ino = child_ino(req, parent, name);
 	if (!e.ino || node_attr(req, e.ino, &e.attr, &gen)) {
 		fuse_reply_err(req, ENOENT);
@@ -604,6 +667,7 @@ static void fs_getattr(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi
 	uint64_t gen;
 
 	(void)fi;
+	(void)pthread_once(&fs_bdi_once, tune_bdi);
 	if (node_attr(req, ino, &st, &gen))
 		fuse_reply_err(req, ENOENT);
 	else
@@ -801,45 +865,6 @@ static const struct fuse_lowlevel_ops fs_ops = {
 	.fallocate = fs_fallocate,
 	/* no getxattr, listxattr: see STATS_DIR */
 };
-
-/* One attribute of the mount's bdi (/sys/class/bdi/MAJ:MIN/name), best
- * effort: root only, a failure is logged at debug level. */
-static void bdi_set(const struct stat *st, const char *name, int val)
-{
-	char path[128];
-	FILE *f;
-	int ok;
-
-	snprintf(path, sizeof(path), "/sys/class/bdi/%u:%u/%s", major(st->st_dev),
-		 minor(st->st_dev), name);
-	f = fopen(path, "w");
-	ok = f && fprintf(f, "%d\n", val) > 0;
-	if (f && fclose(f))
-		ok = 0;
-	if (!ok)
-		log_debug("%s: cannot set it to %d: %s", path, val, strerror(errno));
-}
-
-/*
- * Make the mount's bdi what a block device's is.  The kernel gives a
- * FUSE mount a read-ahead the server may only lower (128 KiB; we want
- * FS_READ_AHEAD_KB) and, to protect memory from a server that never
- * answers, a strict dirty limit of 1% of the machine's dirty
- * threshold, which throttles the seed's dd to a trickle of write-back.
- * A block device (the loop device the dd is measured against) has
- * neither: it may use the whole dirty threshold.  The stat() needs the
- * loop running (the kernel asks us for the root's attributes).
- */
-static void tune_bdi(const char *dir)
-{
-	struct stat st;
-
-	if (stat(dir, &st) < 0)
-		return;
-	bdi_set(&st, "read_ahead_kb", FS_READ_AHEAD_KB);
-	bdi_set(&st, "strict_limit", 0);
-	bdi_set(&st, "max_ratio", 100);
-}
 
 /* ---- the stop: write back, flush, end the loop -------------------------------- */
 
@@ -1066,7 +1091,6 @@ static void *stopper(void *arg)
 	struct stopper *s = arg;
 	int sig;
 
-	tune_bdi(s->dir);
 	while (sigwait(&s->sigs, &sig))
 		;
 	if (__atomic_load_n(&s->loop_done, __ATOMIC_ACQUIRE))
@@ -1144,6 +1168,7 @@ int blkfront_fs_serve(struct disks *t, const char *dir, enum fuse_uring_mode tra
 		fuse_session_unmount(se);
 		goto out;
 	}
+	note_dev(dir);
 	log_info("serving %s", dir);
 	rc = run(se, t, dir);
 	if (!rc && fuse_uring_failed())

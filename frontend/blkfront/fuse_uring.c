@@ -32,9 +32,11 @@
  * Threads and locks: the ring thread of queue q owns its CQ and runs the
  * handlers of the requests q brings; q->lock serialises q's SQ (the ring
  * thread's registers, every answering thread's commits).  fu.lock: fu.tab.
- * Lifetime: the rings, entries and buffers live from the INIT answer to
- * fuse_uring_release(), after the unmount (the kernel ends every entry:
- * -ENOTCONN), the ring threads' exit and the drain of every answer.
+ * Lifetime: the rings, entries and buffers live from just before the
+ * INIT answer (prepare_rings) to fuse_uring_release(), after the unmount
+ * (the kernel ends every entry: -ENOTCONN), the ring threads' exit and
+ * the drain of every answer.  fu.active is set before the first REGISTER
+ * (start_rings): from then on an answer goes to its entry.
  */
 #define FUSE_USE_VERSION 312
 #include <errno.h>
@@ -374,6 +376,7 @@ static unsigned int possible_cpus(void)
 	return n > FU_MAX_QUEUES ? FU_MAX_QUEUES + 1 : (unsigned int)n;
 }
 
+/* q's entries, buffers and ring (its thread comes later): 0 or -errno. */
 static int queue_init(struct fu_queue *q, unsigned int qid)
 {
 	size_t slot = FU_HEADROOM + fu.payload;
@@ -400,16 +403,19 @@ static int queue_init(struct fu_queue *q, unsigned int qid)
 	}
 	rc = io_uring_queue_init(FU_ENTRIES, &q->ring, IORING_SETUP_SQE128);
 	q->ring_ok = !rc;
-	if (rc)
-		return rc;
-	rc = -pthread_create(&q->th, NULL, queue_main, q);
-	q->started = !rc;
 	return rc;
 }
 
-/* Start the rings for an INIT answered with max_write and max_pages:
- * 0, or -errno with why (static text) in *why. */
-static int start_rings(uint32_t max_write, uint16_t max_pages, const char **why)
+/*
+ * Before the INIT answer, everything that can fail on our side: the
+ * table, the queues, their buffers and rings, sized for an answer with
+ * max_write and max_pages.  Once the kernel took FUSE_OVER_IO_URING it
+ * holds every request until each queue has registered entries (there is
+ * no going back to /dev/fuse), so the answer asks for io_uring only when
+ * this succeeded.  0, or -errno with why (static text) in *why; what was
+ * made is freed by fuse_uring_release().
+ */
+static int prepare_rings(uint32_t max_write, uint16_t max_pages, const char **why)
 {
 	size_t page = (size_t)sysconf(_SC_PAGESIZE);
 	unsigned int n = possible_cpus();
@@ -436,13 +442,31 @@ static int start_rings(uint32_t max_write, uint16_t max_pages, const char **why)
 	*why = "setting up a queue";
 	for (unsigned int i = 0; i < n && !rc; i++)
 		rc = queue_init(&fu.q[i], i);
-	for (unsigned int i = 0; i < n; i++)
+	return rc;
+}
+
+/*
+ * After the INIT answer took io_uring: the ring threads register their
+ * entries.  Answers look for their entry from now on: the kernel sends
+ * a request through a ring as soon as the last queue registered, before
+ * the wait here is over, and such an answer written to /dev/fuse would
+ * be lost (its caller waiting for ever, its entry never back).
+ * 0, or -errno (the kernel refused an entry).
+ */
+static int start_rings(void)
+{
+	int rc = 0;
+
+	__atomic_store_n(&fu.active, true, __ATOMIC_RELEASE);
+	for (unsigned int i = 0; i < fu.nq && !rc; i++) {
+		rc = -pthread_create(&fu.q[i].th, NULL, queue_main, &fu.q[i]);
+		fu.q[i].started = !rc;
+	}
+	for (unsigned int i = 0; i < fu.nq; i++)
 		if (fu.q[i].started) {
 			sem_wait(&fu.q[i].registered);
-			if (!rc && fu.q[i].reg_rc) {
+			if (!rc)
 				rc = fu.q[i].reg_rc;
-				*why = "the kernel refused a ring entry";
-			}
 		}
 	return rc;
 }
@@ -460,26 +484,16 @@ static const char *not_offered(void)
 	return "the kernel does not offer it";
 }
 
-/* After the INIT answer: rings up, or why not (and --fuse-uring=on ends). */
-static void after_init(const struct fuse_init_out *out)
+/* io_uring is not used, for why: said; with --fuse-uring=on, or when the
+ * kernel took io_uring but the rings did not start (fatal), the session
+ * ends: the worker answering INIT ends the loop once it returns (nothing
+ * of ours waits on the mount, see fs.c's tune_bdi). */
+static void no_rings(const char *why, bool fatal)
 {
-	const char *why = "--fuse-uring=off";
-	int rc = -EOPNOTSUPP;
-
-	if (fu.mode != FUSE_URING_OFF)
-		why = not_offered();
-	if (out)
-		rc = start_rings(out->max_write, out->max_pages, &why);
-	if (!rc) {
-		__atomic_store_n(&fu.active, true, __ATOMIC_RELEASE);
-		log_info("FUSE transport: io_uring, %u queues of %u entries", fu.nq, FU_ENTRIES);
-		return;
-	}
-	if (out)
-		log_warn("FUSE io_uring: %s: %s", why, strerror(-rc));
 	log_info("FUSE transport: /dev/fuse (%s)", why);
-	if (fu.mode == FUSE_URING_ON) {
+	if (fu.mode == FUSE_URING_ON)
 		log_err("--fuse-uring=on: io_uring cannot be used");
+	if (fu.mode == FUSE_URING_ON || fatal) {
 		fu.failed = true;
 		fuse_session_exit(fu.se);
 	}
@@ -507,19 +521,30 @@ static ssize_t fu_read(int fd, void *buf, size_t len, void *userdata)
 	return n;
 }
 
-/* libfuse's INIT answer: with FUSE_OVER_IO_URING when wanted, then the
- * rings. */
+/* libfuse's INIT answer: with FUSE_OVER_IO_URING when wanted and the
+ * rings could be made; then the rings start. */
 static ssize_t init_answer(int fd, struct iovec *iov, int count)
 {
 	struct fuse_init_out out = { 0 };
 	struct iovec v[2];
-	bool want = fu.mode != FUSE_URING_OFF && fu.offered && count == 2 &&
-		    iov[1].iov_len >= offsetof(struct fuse_init_out, flags2) + sizeof(out.flags2) &&
-		    iov[1].iov_len <= sizeof(out);
+	const char *why = "--fuse-uring=off";
+	bool ok = count == 2 && iov[1].iov_len <= sizeof(out) &&
+		  iov[1].iov_len >= offsetof(struct fuse_init_out, flags2) + sizeof(out.flags2) &&
+		  !((struct fuse_out_header *)iov[0].iov_base)->error;
+	bool want = false;
 	ssize_t res;
+	int rc;
 
-	if (want) {
+	if (fu.mode != FUSE_URING_OFF)
+		why = fu.offered ? "libfuse's INIT answer is not one we know" : not_offered();
+	if (fu.mode != FUSE_URING_OFF && fu.offered && ok) {
 		memcpy(&out, iov[1].iov_base, iov[1].iov_len);
+		rc = prepare_rings(out.max_write, out.max_pages, &why);
+		want = !rc;
+		if (rc)
+			log_warn("FUSE io_uring: %s: %s", why, strerror(-rc));
+	}
+	if (want) {
 		out.flags |= FUSE_INIT_EXT;
 		out.flags2 |= (uint32_t)(FUSE_OVER_IO_URING >> 32);
 		v[0] = iov[0];
@@ -527,8 +552,18 @@ static ssize_t init_answer(int fd, struct iovec *iov, int count)
 		iov = v;
 	}
 	res = writev(fd, iov, count);
-	if (res >= 0)
-		after_init(want && !((struct fuse_out_header *)iov[0].iov_base)->error ? &out : NULL);
+	if (res < 0 || !want) {
+		no_rings(res < 0 ? "the INIT answer was not taken" : why, false);
+		return res;
+	}
+	rc = start_rings();
+	if (rc) {
+		/* the kernel holds every request for rings that will not come */
+		log_err("FUSE io_uring: the kernel refused a ring entry: %s", strerror(-rc));
+		no_rings("the rings did not start", true);
+		return res;
+	}
+	log_info("FUSE transport: io_uring, %u queues of %u entries", fu.nq, FU_ENTRIES);
 	return res;
 }
 

@@ -32,7 +32,8 @@ void fuse_uring_stop(void);
  * free the rings and buffers; logs how many requests the rings served. */
 void fuse_uring_release(void);
 
-/* --fuse-uring=on and io_uring could not be used (the loop was ended). */
+/* The loop was ended at INIT: --fuse-uring=on and io_uring could not be
+ * used, or the kernel took io_uring and the rings did not start. */
 bool fuse_uring_failed(void);
 
 #endif

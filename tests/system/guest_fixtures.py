@@ -34,6 +34,58 @@ def mounted_under(prefix):
                 if line.split()[1].startswith(prefix)]
 
 
+FUSECTL = "/sys/fs/fuse/connections"
+
+
+def thread_stacks(pid):
+    """Each thread of pid: its name, state and kernel stack, as text."""
+    out = []
+    for t in sorted(os.listdir(f"/proc/{pid}/task")):
+        try:
+            with open(f"/proc/{pid}/task/{t}/comm") as f:
+                comm = f.read().strip()
+            with open(f"/proc/{pid}/task/{t}/stat") as f:
+                state = f.read().rsplit(")", 1)[1].split()[0]
+            with open(f"/proc/{pid}/task/{t}/stack") as f:
+                stack = f.read()
+        except OSError as e:
+            stack = str(e)
+        out.append(f"thread {t} {comm} {state}:\n{stack}")
+    return "\n".join(out)
+
+
+def abort_fuse_under(prefix):
+    """Abort the FUSE connection of every mount under prefix (fusectl,
+    mounted for it if it was not, unmounted after) and detach the
+    mounts: every request of them fails, a thread waiting for one goes
+    on."""
+    conns = []
+    with open("/proc/self/mountinfo") as f:
+        for line in f:
+            x = line.split()
+            mnt = x[4].replace("\\040", " ")
+            fstype = x[x.index("-") + 1]
+            if mnt.startswith(prefix) and fstype.startswith("fuse"):
+                major, minor = (int(n) for n in x[2].split(":"))
+                conns.append((mnt, major << 20 | minor))   # the kernel's dev_t
+    if not conns:
+        return
+    mounted = not any(line.split()[1] == FUSECTL for line in open("/proc/mounts"))
+    if mounted:
+        subprocess.run(["mount", "-t", "fusectl", "none", FUSECTL], check=False)
+    try:
+        for mnt, conn in conns:
+            try:
+                with open(f"{FUSECTL}/{conn}/abort", "w") as f:
+                    f.write("1")
+            except OSError:
+                pass
+            subprocess.run(["umount", "-l", mnt], check=False)
+    finally:
+        if mounted:
+            subprocess.run(["umount", FUSECTL], check=False)
+
+
 class Guest:
     def __init__(self, daemons, rundir):
         self.daemons = daemons
@@ -135,11 +187,34 @@ class Guest:
                 fio.wait()
         return subprocess.CompletedProcess(fio.args, fio.returncode, out, err)
 
+    def stop_blkfront(self, sig=signal.SIGTERM, timeout=30.0):
+        """Stop xbd-blkfront with sig; its exit status.  A stop that hangs
+        (say a thread of it waiting for an answer on its own mount, where
+        nothing answers: not even SIGKILL ends it) fails the test with the
+        kernel stacks of its threads, after its FUSE connections were
+        aborted so that it dies and pytest goes on."""
+        b = self.blkfront
+        if b.proc.poll() is None:
+            b.proc.send_signal(sig)
+            try:
+                b.proc.wait(timeout)
+            except subprocess.TimeoutExpired:
+                stacks = thread_stacks(b.proc.pid)
+                abort_fuse_under(self.dev_dir)
+                b.proc.kill()
+                b.proc.wait(30)
+                b.stop()
+                raise AssertionError(f"xbd-blkfront not stopped {timeout}s after signal "
+                                     f"{sig}:\n{stacks}\n{b.log_text()}")
+        return b.stop()
+
     def teardown(self):
-        if self.blkfront:
-            self.blkfront.stop()
-        for m in mounted_under(self.rundir):
-            subprocess.run(["umount", "-l", m], check=False)
+        try:
+            if self.blkfront:
+                self.stop_blkfront()
+        finally:
+            for m in mounted_under(self.rundir):
+                subprocess.run(["umount", "-l", m], check=False)
 
 
 @pytest.fixture

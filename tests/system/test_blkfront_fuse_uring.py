@@ -69,14 +69,12 @@ def served(log):
 
 
 def stop_clean(g):
-    rc = g.blkfront.stop(signal.SIGTERM)
+    rc = g.stop_blkfront(signal.SIGTERM)
     assert rc == 0, g.blkfront.log_text()
     assert not mounted_under(g.dev_dir)
     return g.blkfront.log_text()
 
 
-@pytest.mark.skip(reason="known bug, issue 16: its stop can hang as below (passed 4 of "
-                  "4 runs on 2026-12-03, but the same stop hung after a QD64 run)")
 @pytest.mark.parametrize("uring", ["Y"], indirect=True)
 def test_io_uring_serves_direct_and_buffered_io(guest, uring):
     img = guest.disk(size=64 * MiB)
@@ -118,9 +116,6 @@ def test_io_uring_serves_direct_and_buffered_io(guest, uring):
     assert n is not None and n >= 8192, guest.blkfront.log_text()
 
 
-@pytest.mark.skip(reason="known bug, issue 16: a SIGTERM can hang the io_uring "
-                  "transport's stop (a thread stat()s its own mount, the "
-                  "rings no longer fetch; 2026-12-03); default off until fixed")
 @pytest.mark.parametrize("uring", ["Y"], indirect=True)
 def test_sigterm_writes_back_over_the_rings(guest, uring):
     """Dirty pages in the page cache at SIGTERM reach the backing file
