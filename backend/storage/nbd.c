@@ -18,8 +18,9 @@
  * buffer (libnbd 1.14 takes one buffer per command).  libnbd's completion
  * callback only records the result; the queue delivers it to the loop
  * after the libnbd call returned, so the loop never re-enters libnbd from
- * inside it.  A flush with link holds back the command after it until it
- * completed.
+ * inside it.  One readiness of the socket takes every reply already in it
+ * (drain_replies), so the loop answers them in one batch.  A flush with
+ * link holds back the command after it until it completed.
  *
  * Lost connections: the commands the dead connection had in flight, and
  * everything submitted while it is down, wait; the queue reconnects every
@@ -34,6 +35,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <sys/ioctl.h>
 #include <sys/socket.h>
 #include <libnbd.h>
 
@@ -82,6 +84,7 @@ struct storage_queue {
 	struct cmd_list waiting, done;
 	struct cmd *link;             /* a linked flush in flight */
 	bool in_deliver;
+	uint64_t replies;             /* completions libnbd gave cmd_cb */
 };
 
 static uint64_t now_ns(void)
@@ -285,6 +288,7 @@ static int cmd_cb(void *user_data, int *error)
 
 	c->err = *error;
 	c->state = CMD_DONE;
+	c->q->replies++;
 	list_add(&c->q->done, c);
 	return 1;                     /* retire the command */
 }
@@ -538,11 +542,42 @@ int nbdq_poll(struct storage_queue *q, short *events)
 	return nbd_aio_get_fd(q->h);
 }
 
+/*
+ * libnbd reads at most one reply per nbd_aio_notify_read (its READY state
+ * goes back to waiting after each), so one poll would cost a wake-up, an
+ * io_uring round trip and a re-armed poll per reply.  Read on while each
+ * call finished a reply and the socket holds more (FIONREAD): every reply
+ * already there is taken in this one readiness, and the loop answers them
+ * together (one push, one event-channel notify).  Never a notify_read on
+ * an empty socket: libnbd 1.14 then stays in REPLY.START, where it issues
+ * no new command until the server sends, which it never would with
+ * nothing in flight.  Bounded by what can be in flight.
+ */
+static void drain_replies(struct storage_queue *q)
+{
+	for (unsigned int n = 0; n < q->ncmds; n++) {
+		uint64_t before = q->replies;
+		int fd, avail = 0;
+
+		if (!q->h || dead(q->h) ||
+		    !(nbd_aio_get_direction(q->h) & LIBNBD_AIO_DIRECTION_READ))
+			return;
+		fd = nbd_aio_get_fd(q->h);
+		if (fd < 0 || ioctl(fd, FIONREAD, &avail) < 0 || avail <= 0 ||
+		    nbd_aio_notify_read(q->h) == -1 || q->replies == before)
+			return;
+	}
+}
+
 void nbdq_ready(struct storage_queue *q, short revents)
 {
+	uint64_t before = q->replies;
+
 	if (q->st == Q_DOWN || !q->h)
 		return;
 	notify(q->h, revents);
+	if (q->st == Q_READY && q->replies != before)
+		drain_replies(q);
 	progress(q);
 }
 

@@ -35,7 +35,19 @@ runs: bench/results/quick/) with the machine, the commit and the load,
 for bench/suite/docs.py.  A missing nbdkit, qemu or fio stops the run
 with its Debian package named.  BENCH_SECONDS per run (3; BENCH_QUICK:
 1).
+
+Options (a cell rerun in a minute: `storage_bench.py BUILD --store nbd
+--workload 4k-randread`):
+  --store S          only store S (nbd, qcow2, rbd); repeatable
+  --workload W       only workload W, BS-RW[-QD] (4k-randread, 4k-randwrite,
+                     1M-read; -QD overrides the queue depth: 4k-randread-64);
+                     repeatable
+  --blkback-arg=A    an extra xbd-blkback argument (--poll_duration_us=0)
+  --xbd-fio-arg=A    an extra fio argument on the xbd side only
+                     (--xbd_poll_duration_us=0)
+A filtered run writes to bench/results/quick/ (never the generated block).
 """
+import argparse
 import os
 import resource
 import shutil
@@ -51,11 +63,49 @@ TOP = os.path.dirname(os.path.dirname(HERE))
 sys.path.insert(0, os.path.join(TOP, "bench", "suite"))
 import runinfo  # noqa: E402
 
-BUILD = os.path.abspath(sys.argv[1])
+STORES = ("nbd", "qcow2", "rbd")
+WORKLOADS = [("randread", "4k", 32), ("randwrite", "4k", 32), ("read", "1M", 8)]
+
+
+def workload(spec):
+    """BS-RW[-QD] (4k-randread, 1M-read-16) as (rw, bs, qd)."""
+    f = spec.split("-")
+    if len(f) not in (2, 3) or not (len(f) == 2 or f[2].isdigit()):
+        raise argparse.ArgumentTypeError(f"{spec}: not BS-RW[-QD] (4k-randread)")
+    for rw, bs, qd in WORKLOADS:
+        if (bs.lower(), rw) == (f[0].lower(), f[1]):
+            return rw, bs, int(f[2]) if len(f) == 3 else qd
+    names = ", ".join(f"{bs}-{rw}" for rw, bs, _ in WORKLOADS)
+    raise argparse.ArgumentTypeError(f"{spec}: not one of {names}")
+
+
+def parse_args(argv):
+    p = argparse.ArgumentParser(
+        description="xbd over network storage against fio's own engine on the same server",
+        epilog="BENCH_SECONDS, BENCH_ROUNDS, BENCH_QUICK as for make bench; a run with "
+               "a filter or an extra argument writes to bench/results/quick/.")
+    p.add_argument("build", help="the build tree (bin/, lib/)")
+    p.add_argument("--store", action="append", choices=STORES,
+                   help="only this store (repeatable; default all)")
+    p.add_argument("--workload", action="append", type=workload,
+                   help="only this workload, BS-RW[-QD]: 4k-randread, 4k-randwrite, "
+                        "1M-read; -QD sets the queue depth (repeatable; default all)")
+    p.add_argument("--blkback-arg", action="append", default=[],
+                   help="an extra xbd-blkback argument, e.g. --poll_duration_us=0")
+    p.add_argument("--xbd-fio-arg", action="append", default=[],
+                   help="an extra fio argument for the xbd side, e.g. "
+                        "--xbd_poll_duration_us=0")
+    return p.parse_args(argv)
+
+
+ARGS = parse_args(sys.argv[1:])
+BUILD = os.path.abspath(ARGS.build)
 SECONDS = int(os.environ.get("BENCH_SECONDS", "1" if runinfo.quick() else "3"))
 ROUNDS = int(os.environ.get("BENCH_ROUNDS", "1" if runinfo.quick() else "3"))
 RESULTS = []
-WORKLOADS = [("randread", "4k", 32), ("randwrite", "4k", 32), ("read", "1M", 8)]
+FILTERED = bool(ARGS.store or ARGS.workload or ARGS.blkback_arg or ARGS.xbd_fio_arg)
+if ARGS.workload:
+    WORKLOADS = ARGS.workload
 
 
 def need(prog, package):
@@ -89,7 +139,7 @@ class Machine:
         self.start([f"{BUILD}/bin/xbd-xenstored", "--foreground"])
         wait(lambda: os.path.exists(self.env["XENSTORED_PATH"]), "xenstored")
         self.start([f"{BUILD}/bin/xbd-blkback", "-N", "-p", "local", "-R", d,
-                    "--sysfs=none", "--max_queues=2"])
+                    "--sysfs=none", "--max_queues=2", *ARGS.blkback_arg])
         self.xbd("domain-create", "g1", "--memory", "256M")
 
     def start(self, argv):
@@ -163,7 +213,7 @@ def fio(env, engine_args, rw, bs, qd, cwd, timed=True, cpu=None):
 
 def xbd_args(m):
     return [f"--ioengine=external:{BUILD}/lib/xbd-fio.so", "--xbd_domain=g1",
-            "--xbd_vdev=xvdb", f"--xbd_rundir={m.d}"]
+            "--xbd_vdev=xvdb", f"--xbd_rundir={m.d}", *ARGS.xbd_fio_arg]
 
 
 def measured(run, pids):
@@ -369,6 +419,11 @@ def main():
         need(prog, pkg)
     res = runinfo.header("xbd storage drivers")
     res.update({"seconds": SECONDS, "rounds": ROUNDS, "results": RESULTS, "skipped": []})
+    stores = ARGS.store or STORES
+    if FILTERED:
+        res["filter"] = {"stores": list(stores),
+                         "workloads": [f"{bs}-{rw}-{qd}" for rw, bs, qd in WORKLOADS],
+                         "blkback_args": ARGS.blkback_arg, "xbd_fio_args": ARGS.xbd_fio_arg}
     print(f"machine: {os.cpu_count()} × {res['machine']['cpu']}, load "
           f"{os.getloadavg()[0]:.2f}, {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}, "
           f"{SECONDS} s a run, {ROUNDS} rounds")
@@ -379,15 +434,19 @@ def main():
     try:
         m = Machine(d)
         sock = os.path.join(d, "nbd.sock")
-        servers.append(subprocess.Popen(["nbdkit", "--foreground", "-U", sock,
-                                         "memory", "256M"]))
-        wait(lambda: os.path.exists(sock), "nbdkit")
-        nbd(m, f"nbd+unix:///?socket={sock}", servers[-1], d)
-        qcow2(m, d)
-        try:
-            why = rbd(m, d)
-        except (AssertionError, RuntimeError, subprocess.SubprocessError) as e:
-            why, failed = f"FAILED: {str(e)[-300:]}", True
+        if "nbd" in stores:
+            servers.append(subprocess.Popen(["nbdkit", "--foreground", "-U", sock,
+                                             "memory", "256M"]))
+            wait(lambda: os.path.exists(sock), "nbdkit")
+            nbd(m, f"nbd+unix:///?socket={sock}", servers[-1], d)
+        if "qcow2" in stores:
+            qcow2(m, d)
+        why = None
+        if "rbd" in stores:
+            try:
+                why = rbd(m, d)
+            except (AssertionError, RuntimeError, subprocess.SubprocessError) as e:
+                why, failed = f"FAILED: {str(e)[-300:]}", True
         if why:
             print(f"rbd    not measured: {why}", flush=True)
             res["skipped"].append({"store": "rbd", "why": why})
@@ -399,6 +458,8 @@ def main():
         if m:
             m.stop()
         shutil.rmtree(d, ignore_errors=True)
+    if FILTERED:
+        os.environ["BENCH_QUICK"] = "1"    # a part of the bench: to quick/, not the docs
     print(f"bench storage: {runinfo.save(res, 'storage')}")
     if failed:
         sys.exit("bench storage: the rbd comparison failed (see above)")
