@@ -6,7 +6,7 @@
  *
  * Lifetime and threads: a struct be_stats lives in its queue; only that
  * queue's thread writes it (single writer, so a relaxed load + store is an
- * exact increment); any thread may read it with be_stats_read() at any
+ * exact increment); any thread may read it with be_stats_add_to() at any
  * time and sees each counter untorn (not a consistent snapshot across
  * counters, as with Linux's sysfs files).
  *
