@@ -121,6 +121,12 @@ static struct {
 	unsigned long served;               /* atomic: requests of the rings */
 } fu = { .fd = -1, .lock = PTHREAD_MUTEX_INITIALIZER };
 
+/* A batch of answers (fuse_uring_batch), per thread: the commits are
+ * queued on their rings and submitted at the batch's end, one
+ * io_uring_enter per ring rather than one per answer. */
+static __thread unsigned int batch_depth;
+static __thread uint64_t batch_queues;    /* bit qid: commits queued on q */
+
 int fuse_uring_mode_parse(const char *s, enum fuse_uring_mode *mode)
 {
 	static const char *const names[] = { "off", "auto", "on" };
@@ -226,13 +232,46 @@ static int commit(struct fu_ent *e, uint64_t unique)
 
 	pthread_mutex_lock(&q->lock);
 	rc = prep_cmd(q, e, FUSE_IO_URING_CMD_COMMIT_AND_FETCH, unique);
-	if (!rc)
+	if (!rc && batch_depth)
+		batch_queues |= 1ULL << q->qid;  /* qid < FU_MAX_QUEUES */
+	else if (!rc)
 		rc = submit_locked(q);
 	pthread_mutex_unlock(&q->lock);
 	if (rc)
 		log_warn("fuse io_uring queue %u: cannot commit an answer: %s", q->qid,
 			 strerror(-rc));
 	return rc;
+}
+
+/* Submit what q's SQ holds: this thread's queued commits (and any other
+ * thread's, which that thread's own submit then finds gone). */
+static void flush(struct fu_queue *q)
+{
+	int rc = 0;
+
+	pthread_mutex_lock(&q->lock);
+	if (io_uring_sq_ready(&q->ring))
+		rc = submit_locked(q);
+	pthread_mutex_unlock(&q->lock);
+	if (rc)
+		log_warn("fuse io_uring queue %u: cannot commit answers: %s", q->qid,
+			 strerror(-rc));
+}
+
+void fuse_uring_batch(bool end)
+{
+	if (!end) {
+		batch_depth++;
+		return;
+	}
+	if (!batch_depth || --batch_depth)
+		return;
+	while (batch_queues) {
+		unsigned int qid = (unsigned int)__builtin_ctzll(batch_queues);
+
+		batch_queues &= batch_queues - 1;
+		flush(&fu.q[qid]);
+	}
 }
 
 /* Answer the request of e: the out header, then the arguments (count
@@ -324,27 +363,39 @@ static void *queue_main(void *arg)
 {
 	struct fu_queue *q = arg;
 	unsigned int live = FU_ENTRIES;     /* entries the kernel has not ended */
-	struct io_uring_cqe *cqe;
+	struct io_uring_cqe *cqe, *cqes[FU_ENTRIES + 1];
+	struct fu_ent *got[FU_ENTRIES + 1];
+	bool stop = false;
 
 	q->reg_rc = register_all(q);
 	sem_post(&q->registered);
-	while (live) {
+	while (live && !stop) {
 		int rc = io_uring_wait_cqe(&q->ring, &cqe);
+		unsigned int n, k = 0;
 
 		if (rc == -EINTR)
 			continue;
 		if (rc)
 			break;
-		struct fu_ent *e = io_uring_cqe_get_data(cqe);
-		int res = cqe->res;
+		/* every request that is there, taken off the CQ first; their
+		 * answers given here (the handlers that answer at once) go
+		 * in one submit */
+		n = io_uring_peek_batch_cqe(&q->ring, cqes, FU_ENTRIES + 1);
+		for (unsigned int i = 0; i < n; i++) {
+			struct fu_ent *e = io_uring_cqe_get_data(cqes[i]);
 
-		io_uring_cqe_seen(&q->ring, cqe);
-		if (!e)
-			break;                   /* fuse_uring_stop's NOP */
-		if (res < 0)
-			live--;                  /* ended: unmount, abort, or refused */
-		else
-			serve(e);
+			if (!e)
+				stop = true;         /* fuse_uring_stop's NOP */
+			else if (cqes[i]->res < 0)
+				live--;              /* ended: unmount, abort, or refused */
+			else
+				got[k++] = e;
+		}
+		io_uring_cq_advance(&q->ring, n);
+		fuse_uring_batch(false);
+		for (unsigned int i = 0; i < k; i++)
+			serve(got[i]);
+		fuse_uring_batch(true);
 	}
 	return NULL;
 }
