@@ -545,6 +545,8 @@ static int prepare_rings(uint32_t max_write, uint16_t max_pages, const char **wh
 	if (!fu.tab || !fu.q)
 		return -ENOMEM;
 	fu.nq = n;
+	for (unsigned int i = 0; i < n; i++)
+		fu.q[i].efd = -1;               /* a queue_init that did not run */
 	*why = "setting up a queue";
 	for (unsigned int i = 0; i < n && !rc; i++)
 		rc = queue_init(&fu.q[i], i);
