@@ -14,7 +14,7 @@
  * ring while requests are in flight, then its sleep on the queue's event
  * channel and on the disk's stop eventfd) and runs xbdfront_reap() when
  * there is something: the callbacks of fs.c answer the FUSE requests
- * from there.
+ * from there, between the calls of disks_set_reap_batch()'s hook.
  * The reapers inherit the watcher's signal mask (the stop signals
  * blocked: they are main's).
  */
@@ -63,6 +63,7 @@ struct disks {
 	void *write_back_arg;
 	void (*resized)(void *arg, const char *name, uint64_t bytes);   /* atomic */
 	void *resized_arg;
+	void (*reap_batch)(bool end); /* atomic */
 };
 
 void disks_set_write_back(struct disks *t, void (*fn)(void *arg, const char *name),
@@ -77,6 +78,11 @@ void disks_set_resized(struct disks *t, void (*fn)(void *arg, const char *name,
 {
 	t->resized_arg = arg;
 	__atomic_store_n(&t->resized, fn, __ATOMIC_RELEASE);
+}
+
+void disks_set_reap_batch(struct disks *t, void (*fn)(bool end))
+{
+	__atomic_store_n(&t->reap_batch, fn, __ATOMIC_RELEASE);
 }
 
 /* The disk's size becomes bytes if that is larger (it never shrinks
@@ -197,8 +203,19 @@ static void *reaper(void *arg)
 		rc = xbdfront_wait(a.d->dev, a.q, -1, a.d->stop_fd);
 		if (rc == 2 || (rc < 0 && rc != -EINTR))
 			break;
-		if (rc == 1 && xbdfront_reap(a.d->dev, a.q, NULL, 0) < 0)
-			break;
+		if (rc == 1) {
+			void (*batch)(bool) = __atomic_load_n(&a.d->table->reap_batch,
+							      __ATOMIC_ACQUIRE);
+			int n;
+
+			if (batch)
+				batch(false);
+			n = xbdfront_reap(a.d->dev, a.q, NULL, 0);
+			if (batch)
+				batch(true);
+			if (n < 0)
+				break;
+		}
 	}
 	while (rc != 2 && poll(&stop, 1, -1) < 0 && errno == EINTR)
 		;            /* dead: its I/O failed; wait for the stop */

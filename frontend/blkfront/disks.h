@@ -82,6 +82,13 @@ void disks_set_write_back(struct disks *t, void (*fn)(void *arg, const char *nam
  */
 void disks_set_resized(struct disks *t, void (*fn)(void *arg, const char *name,
 						    uint64_t bytes), void *arg);
+/*
+ * What every completion thread calls around each xbdfront_reap(): fn(false)
+ * before, fn(true) after, on that thread (fs.c: the FUSE answers the
+ * reap's callbacks give are sent together at the end); NULL: nothing.
+ * A reap keeps the fn it began with.
+ */
+void disks_set_reap_batch(struct disks *t, void (*fn)(bool end));
 /* The disk's size in bytes now (it grows online); any thread. */
 static inline uint64_t disk_size(const struct disk *d)
 {

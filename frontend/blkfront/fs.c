@@ -1135,8 +1135,11 @@ static int run(struct fuse_session *se, struct disks *t, const char *dir)
 		 * loop serves it (disks.h) */
 		disks_set_write_back(t, write_back, (void *)dir);
 		disks_set_resized(t, grow_file, (void *)dir);
+		/* the answers of one reap go to the kernel together */
+		disks_set_reap_batch(t, fuse_uring_batch);
 		/* 0: unmounted or stopped by a signal, < 0: error */
 		rc = fuse_session_loop_mt(se, cfg) < 0 ? -EIO : 0;
+		disks_set_reap_batch(t, NULL);
 		disks_set_resized(t, NULL, NULL);
 		disks_set_write_back(t, NULL, NULL);
 		__atomic_store_n(&s.loop_done, true, __ATOMIC_RELEASE);

@@ -23,15 +23,27 @@
  * - the writev hook sees every answer, from whichever thread gives it
  *   (the ring thread itself, a disk's completion thread): the answer to a
  *   request of an entry (found by its unique in fu.tab) is copied into
- *   the entry and committed with FUSE_IO_URING_CMD_COMMIT_AND_FETCH
- *   (commit_id = unique), which also makes the entry fetch the next
- *   request; any other answer goes to /dev/fuse.
+ *   the entry and put on its queue's done list; the ring thread commits
+ *   it with FUSE_IO_URING_CMD_COMMIT_AND_FETCH (commit_id = unique),
+ *   which also makes the entry fetch the next request; any other answer
+ *   goes to /dev/fuse.
  * A handler may not read its request's buffer after answering it (the
  * commit hands the entry back to the kernel): fs.c's copy what they keep.
  *
- * Threads and locks: the ring thread of queue q owns its CQ and runs the
- * handlers of the requests q brings; q->lock serialises q's SQ (the ring
- * thread's registers, every answering thread's commits).  fu.lock: fu.tab.
+ * Why the ring thread commits: the kernel gives a request to a waiting
+ * entry as task work of the task that submitted the entry's last command.
+ * Committed by a completion thread, every request interrupted that
+ * thread first (its poll), which then woke the ring thread; committed by
+ * the ring thread (IORING_SETUP_SINGLE_ISSUER | DEFER_TASKRUN), the work
+ * runs in the ring thread's own wait.  Answerers wake it once per batch
+ * (an eventfd the ring keeps a read on; fuse_uring_batch: one write per
+ * libxbdfront reap), and it submits the commits and waits in one
+ * io_uring_enter.
+ *
+ * Threads and locks: the ring thread of queue q alone submits to and
+ * reaps q's ring, and runs the handlers of the requests q brings;
+ * q->lock: q's done list and its flags (any answering thread).
+ * fu.lock: fu.tab.
  * Lifetime: the rings, entries and buffers live from just before the
  * INIT answer (prepare_rings) to fuse_uring_release(), after the unmount
  * (the kernel ends every entry: -ENOTCONN), the ring threads' exit and
@@ -49,7 +61,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/eventfd.h>
 #include <sys/mman.h>
+#include <sys/syscall.h>
 #include <sys/uio.h>
 #include <time.h>
 #include <unistd.h>
@@ -86,11 +100,18 @@ struct fu_ent {
 	char *payload;                      /* FU_HEADROOM into its slot */
 	struct fu_queue *q;
 	uint64_t unique;                    /* the request it holds (fu.lock) */
+	uint64_t commit_id;                 /* its answer's, for the ring thread */
 };
 
 struct fu_queue {
-	pthread_mutex_t lock;               /* ring's SQ */
-	struct io_uring ring;
+	pthread_mutex_t lock;               /* done, ndone, kicked, stopping */
+	struct io_uring ring;               /* the ring thread's alone */
+	int efd;                            /* eventfd: done has entries, or stop */
+	uint64_t efd_val;                   /* the ring thread's read of efd */
+	struct fu_ent *done[FU_ENTRIES];    /* answered, to be committed */
+	unsigned int ndone;
+	bool kicked;                        /* efd written since done was taken */
+	bool stopping;                      /* fuse_uring_stop gave up waiting */
 	bool ring_ok, started;
 	unsigned int qid;
 	pthread_t th;
@@ -120,6 +141,12 @@ static struct {
 	size_t tabmask;
 	unsigned long served;               /* atomic: requests of the rings */
 } fu = { .fd = -1, .lock = PTHREAD_MUTEX_INITIALIZER };
+
+/* A batch of answers (fuse_uring_batch), per thread: the commits are
+ * queued on their rings and submitted at the batch's end, one
+ * io_uring_enter per ring rather than one per answer. */
+static __thread unsigned int batch_depth;
+static __thread uint64_t batch_queues;    /* bit qid: commits queued on q */
 
 int fuse_uring_mode_parse(const char *s, enum fuse_uring_mode *mode)
 {
@@ -187,7 +214,7 @@ static struct fu_ent *tab_take(uint64_t unique)
 
 /* ---- submission ------------------------------------------------------------- */
 
-/* Queue one command of e on its ring (q->lock held). */
+/* Queue one command of e on q's ring (the ring thread). */
 static int prep_cmd(struct fu_queue *q, struct fu_ent *e, uint32_t op, uint64_t commit_id)
 {
 	struct io_uring_sqe *sqe = io_uring_get_sqe(&q->ring);
@@ -208,31 +235,58 @@ static int prep_cmd(struct fu_queue *q, struct fu_ent *e, uint32_t op, uint64_t 
 	return 0;
 }
 
-static int submit_locked(struct fu_queue *q)
+/* Wake q's ring thread (efd). */
+static void kick(struct fu_queue *q)
 {
-	int rc;
+	uint64_t one = 1;
 
-	do
-		rc = io_uring_submit(&q->ring);
-	while (rc == -EINTR);
-	return rc < 0 ? rc : 0;
+	while (write(q->efd, &one, sizeof(one)) < 0 && errno == EINTR)
+		;                               /* EAGAIN: it is awake already */
 }
 
-/* Hand e back to the kernel with its answer (written into e). */
+/* The thread's own queue, on a ring thread (its answers need no kick). */
+static __thread struct fu_queue *self_q;
+
+/*
+ * Hand e back to the kernel with its answer (written into e): the ring
+ * thread submits the COMMIT_AND_FETCH, so that the kernel's next request
+ * for e is task work of that thread (the submitter's), not of ours.
+ * The first answer since the ring thread took the list wakes it; in a
+ * batch, at the batch's end.
+ */
 static int commit(struct fu_ent *e, uint64_t unique)
 {
 	struct fu_queue *q = e->q;
-	int rc;
+	bool wake;
 
+	e->commit_id = unique;
 	pthread_mutex_lock(&q->lock);
-	rc = prep_cmd(q, e, FUSE_IO_URING_CMD_COMMIT_AND_FETCH, unique);
-	if (!rc)
-		rc = submit_locked(q);
+	q->done[q->ndone++] = e;            /* one slot per entry: never full */
+	wake = !q->kicked && self_q != q;
+	if (wake)
+		q->kicked = true;
 	pthread_mutex_unlock(&q->lock);
-	if (rc)
-		log_warn("fuse io_uring queue %u: cannot commit an answer: %s", q->qid,
-			 strerror(-rc));
-	return rc;
+	if (wake && batch_depth)
+		batch_queues |= 1ULL << q->qid;  /* qid < FU_MAX_QUEUES */
+	else if (wake)
+		kick(q);
+	return 0;
+}
+
+void fuse_uring_batch(bool end)
+{
+	if (!end) {
+		batch_depth++;
+		return;
+	}
+	if (!batch_depth || --batch_depth)
+		return;
+	while (batch_queues) {
+		unsigned int qid = (unsigned int)__builtin_ctzll(batch_queues);
+
+		batch_queues &= batch_queues - 1;
+		kick(&fu.q[qid]);
+	}
 }
 
 /* Answer the request of e: the out header, then the arguments (count
@@ -302,6 +356,25 @@ static void serve(struct fu_ent *e)
 	fuse_session_process_buf(fu.se, &(struct fuse_buf){ .size = ih.len, .mem = start });
 }
 
+/* Submit q's SQ, and with wait, wait for a completion: 0 or -errno. */
+static int submit(struct fu_queue *q, bool wait)
+{
+	int rc = wait ? io_uring_submit_and_wait(&q->ring, 1) : io_uring_submit(&q->ring);
+
+	return rc < 0 ? rc : 0;
+}
+
+/* The read of efd, again (user data: efd_val). */
+static void arm_kick(struct fu_queue *q)
+{
+	struct io_uring_sqe *sqe = io_uring_get_sqe(&q->ring);
+
+	if (!sqe)
+		return;                         /* cannot be: it has its own slot */
+	io_uring_prep_read(sqe, q->efd, &q->efd_val, sizeof(q->efd_val), 0);
+	io_uring_sqe_set_data(sqe, &q->efd_val);
+}
+
 /* Register every entry of q; the result in q->reg_rc.  A failed
  * REGISTER completes at once, within the submit. */
 static int register_all(struct fu_queue *q)
@@ -309,12 +382,13 @@ static int register_all(struct fu_queue *q)
 	struct io_uring_cqe *cqe;
 	int rc = 0;
 
-	pthread_mutex_lock(&q->lock);
+	/* IORING_SETUP_SINGLE_ISSUER: this thread is the submitter */
+	rc = syscall(__NR_io_uring_register, q->ring.ring_fd, IORING_REGISTER_ENABLE_RINGS,
+		     NULL, 0) ? -errno : 0;   /* liburing 2.3 has no call for it */
 	for (unsigned int i = 0; i < FU_ENTRIES && !rc; i++)
 		rc = prep_cmd(q, &q->ents[i], FUSE_IO_URING_CMD_REGISTER, 0);
 	if (!rc)
-		rc = submit_locked(q);
-	pthread_mutex_unlock(&q->lock);
+		rc = submit(q, false);
 	if (!rc && !io_uring_peek_cqe(&q->ring, &cqe) && cqe->res < 0)
 		rc = cqe->res;                  /* left for the loop to count */
 	return rc;
@@ -324,27 +398,50 @@ static void *queue_main(void *arg)
 {
 	struct fu_queue *q = arg;
 	unsigned int live = FU_ENTRIES;     /* entries the kernel has not ended */
-	struct io_uring_cqe *cqe;
+	struct io_uring_cqe *cqes[2 * FU_ENTRIES + 2];
+	struct fu_ent *got[2 * FU_ENTRIES + 2], *todo[FU_ENTRIES];
+	bool stop = false;
 
+	self_q = q;
 	q->reg_rc = register_all(q);
 	sem_post(&q->registered);
-	while (live) {
-		int rc = io_uring_wait_cqe(&q->ring, &cqe);
+	arm_kick(q);                        /* fuse_uring_stop's way in, too */
+	while (live && !stop) {
+		unsigned int n, k = 0, nt;
+		int rc;
 
-		if (rc == -EINTR)
-			continue;
-		if (rc)
+		/* the answers to commit: every thread's, this one's too */
+		pthread_mutex_lock(&q->lock);
+		nt = q->ndone;
+		memcpy(todo, q->done, nt * sizeof(*todo));
+		q->ndone = 0;
+		q->kicked = false;
+		stop = q->stopping;
+		pthread_mutex_unlock(&q->lock);
+		for (unsigned int i = 0; i < nt; i++)
+			if (prep_cmd(q, todo[i], FUSE_IO_URING_CMD_COMMIT_AND_FETCH,
+				     todo[i]->commit_id))
+				log_warn("fuse io_uring queue %u: cannot commit an answer", q->qid);
+		/* one io_uring_enter: the commits, then the wait */
+		rc = submit(q, !stop);
+		if (rc && rc != -EINTR && rc != -ETIME) {
+			log_warn("fuse io_uring queue %u: %s", q->qid, strerror(-rc));
 			break;
-		struct fu_ent *e = io_uring_cqe_get_data(cqe);
-		int res = cqe->res;
+		}
+		n = io_uring_peek_batch_cqe(&q->ring, cqes, 2 * FU_ENTRIES + 2);
+		for (unsigned int i = 0; i < n; i++) {
+			void *data = io_uring_cqe_get_data(cqes[i]);
 
-		io_uring_cqe_seen(&q->ring, cqe);
-		if (!e)
-			break;                   /* fuse_uring_stop's NOP */
-		if (res < 0)
-			live--;                  /* ended: unmount, abort, or refused */
-		else
-			serve(e);
+			if (data == &q->efd_val)
+				arm_kick(q);          /* the list is taken above */
+			else if (cqes[i]->res < 0)
+				live--;               /* ended: unmount, abort, or refused */
+			else
+				got[k++] = data;
+		}
+		io_uring_cq_advance(&q->ring, n);
+		for (unsigned int i = 0; i < k; i++)
+			serve(got[i]);
 	}
 	return NULL;
 }
@@ -383,6 +480,7 @@ static int queue_init(struct fu_queue *q, unsigned int qid)
 	int rc;
 
 	q->qid = qid;
+	q->efd = -1;
 	pthread_mutex_init(&q->lock, NULL);
 	sem_init(&q->registered, 0, 0);
 	q->ents = calloc(FU_ENTRIES, sizeof(*q->ents));
@@ -401,7 +499,15 @@ static int queue_init(struct fu_queue *q, unsigned int qid)
 		e->iov[0] = (struct iovec){ &e->hdr, sizeof(e->hdr) };
 		e->iov[1] = (struct iovec){ e->payload, fu.payload };
 	}
-	rc = io_uring_queue_init(FU_ENTRIES, &q->ring, IORING_SETUP_SQE128);
+	q->efd = eventfd(0, EFD_CLOEXEC);
+	if (q->efd < 0)
+		return -errno;
+	/* the entries' commands and the read of efd; only the ring thread
+	 * submits (it enables the ring), and the kernel's task work (a
+	 * request for an entry) waits for that thread's io_uring_enter */
+	rc = io_uring_queue_init(2 * FU_ENTRIES, &q->ring,
+				 IORING_SETUP_SQE128 | IORING_SETUP_R_DISABLED |
+				 IORING_SETUP_SINGLE_ISSUER | IORING_SETUP_DEFER_TASKRUN);
 	q->ring_ok = !rc;
 	return rc;
 }
@@ -439,6 +545,8 @@ static int prepare_rings(uint32_t max_write, uint16_t max_pages, const char **wh
 	if (!fu.tab || !fu.q)
 		return -ENOMEM;
 	fu.nq = n;
+	for (unsigned int i = 0; i < n; i++)
+		fu.q[i].efd = -1;               /* a queue_init that did not run */
 	*why = "setting up a queue";
 	for (unsigned int i = 0; i < n && !rc; i++)
 		rc = queue_init(&fu.q[i], i);
@@ -643,14 +751,9 @@ void fuse_uring_stop(void)
 			log_warn("fuse io_uring queue %u: entries not ended by the kernel, "
 				 "stopping the thread", q->qid);
 			pthread_mutex_lock(&q->lock);
-			struct io_uring_sqe *sqe = io_uring_get_sqe(&q->ring);
-
-			if (sqe) {
-				io_uring_prep_nop(sqe);
-				io_uring_sqe_set_data(sqe, NULL);
-				(void)submit_locked(q);
-			}
+			q->stopping = true;
 			pthread_mutex_unlock(&q->lock);
+			kick(q);
 			pthread_join(q->th, NULL);
 		}
 		q->started = false;
@@ -671,6 +774,8 @@ void fuse_uring_release(void)
 			io_uring_queue_exit(&q->ring);
 		if (q->mem)
 			munmap(q->mem, q->memlen);
+		if (q->efd >= 0)
+			close(q->efd);
 		free(q->ents);
 		sem_destroy(&q->registered);
 		pthread_mutex_destroy(&q->lock);

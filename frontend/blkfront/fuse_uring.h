@@ -23,6 +23,13 @@ int fuse_uring_mode_parse(const char *s, enum fuse_uring_mode *mode);
  * One session per process.  0 or -errno (logged). */
 int fuse_uring_attach(struct fuse_session *se, enum fuse_uring_mode mode);
 
+/* A batch of answers on the calling thread: fuse_uring_batch(false)
+ * begins it, fuse_uring_batch(true) ends it (they nest); the answers
+ * given in between over the rings are committed together at the end
+ * (one io_uring_enter per ring).  Outside a batch each answer is
+ * committed at once.  Any thread; a no-op without rings. */
+void fuse_uring_batch(bool end);
+
 /* After the loop ended and the session was unmounted: wait (bounded)
  * for the ring threads to see the kernel end their entries, then stop
  * them.  Answers still in flight go to /dev/fuse, where they fail. */
