@@ -1105,6 +1105,21 @@ static void *stopper(void *arg)
 	return NULL;
 }
 
+/*
+ * The loop has ended and the stopper is gone: a stop signal still pending
+ * (a second one of another kind, SIGINT after SIGTERM, or one that came
+ * with an unmount) would kill the process as soon as the mask is restored
+ * and skip the Closing of every disk.  We are stopping already: take them.
+ */
+static void drain_stop_signals(const sigset_t *sigs)
+{
+	const struct timespec now = { 0, 0 };
+	int sig;
+
+	while ((sig = sigtimedwait(sigs, NULL, &now)) > 0)
+		log_info("signal %d: already stopping", sig);
+}
+
 /* Run the loop on a mounted session until a stop signal or an unmount. */
 static int run(struct fuse_session *se, struct disks *t, const char *dir)
 {
@@ -1147,6 +1162,7 @@ static int run(struct fuse_session *se, struct disks *t, const char *dir)
 		 * thread and taken by the stopper's sigwait, it ends no thread */
 		pthread_kill(th, SIGTERM);   // NOLINT(bugprone-bad-signal-to-kill-thread,cert-pos44-c)
 		pthread_join(th, NULL);
+		drain_stop_signals(&s.sigs);
 	}
 	pthread_sigmask(SIG_SETMASK, &old, NULL);
 	fuse_loop_cfg_destroy(cfg);

@@ -223,6 +223,22 @@ def test_sigterm_closes_unmounts_releases(guest):
             assert len(f.read(4096)) == 4096
 
 
+def test_two_stop_signals_still_close_every_disk(guest):
+    """SIGTERM and SIGINT together (two kinds do not merge into one
+    pending signal): the stopper takes one, the other must not kill the
+    process when the loop has ended, before the disks were closed."""
+    dev = guest.attach(guest.disk("xvdb.img", size=4 * MiB), vdev="xvdb")
+    guest.start_blkfront(wait_for=dev)
+    pid = guest.blkfront.pid
+    os.kill(pid, signal.SIGTERM)
+    os.kill(pid, signal.SIGINT)
+    assert guest.stop_blkfront() == 0, guest.blkfront.log_text()
+    fe = f"/local/domain/{guest.domid}/device/vbd/{VBD['xvdb']}"
+    assert xs_read(guest, f"{fe}/state") == "6"
+    assert claim_state(guest) == "unclaimed"
+    assert "already stopping" in guest.blkfront.log_text()
+
+
 def test_second_claimer_is_refused_clearly(guest):
     dev = guest.attach(guest.disk(size=4 * MiB))
     guest.start_blkfront(wait_for=dev)
