@@ -113,6 +113,7 @@ struct fu_queue {
 	bool kicked;                        /* efd written since done was taken */
 	bool stopping;                      /* fuse_uring_stop gave up waiting */
 	bool ring_ok, started;
+	bool inited;                        /* lock and registered exist */
 	unsigned int qid;
 	pthread_t th;
 	sem_t registered;                   /* posted once reg_rc is set */
@@ -483,6 +484,7 @@ static int queue_init(struct fu_queue *q, unsigned int qid)
 	q->efd = -1;
 	pthread_mutex_init(&q->lock, NULL);
 	sem_init(&q->registered, 0, 0);
+	q->inited = true;
 	q->ents = calloc(FU_ENTRIES, sizeof(*q->ents));
 	q->memlen = slot * FU_ENTRIES;
 	q->mem = mmap(NULL, q->memlen, PROT_READ | PROT_WRITE,
@@ -777,8 +779,10 @@ void fuse_uring_release(void)
 		if (q->efd >= 0)
 			close(q->efd);
 		free(q->ents);
-		sem_destroy(&q->registered);
-		pthread_mutex_destroy(&q->lock);
+		if (q->inited) {            /* not when a queue before it failed */
+			sem_destroy(&q->registered);
+			pthread_mutex_destroy(&q->lock);
+		}
 	}
 	free(fu.q);
 	free(fu.tab);
