@@ -56,7 +56,7 @@ endif
 
 include mk/rules.mk
 
-MODULES := man lib xenstore backend frontend frontend/blkfront frontend/fio tools tools/hotplug tests/unit tests/helpers tests/fuzz bench bench/platform
+MODULES := man lib xenstore backend frontend frontend/blkfront frontend/fio tools tools/hotplug tests/unit tests/helpers tests/fuzz bench bench/platform bench/fuse
 include $(wildcard $(addsuffix /module.mk,$(MODULES)))
 
 $(eval $(call finish_rules))
