@@ -158,31 +158,43 @@ static int arm_storage(struct be_io *io)
 	return rc;
 }
 
+/* Bytes of slot_mem per slot: its iovecs, segment cookies and segments. */
+static size_t slot_bytes(unsigned int cap)
+{
+	return cap * (sizeof(struct iovec) + sizeof(void *) +
+		      sizeof(struct blkif_request_segment));
+}
+
+/* Slot i of a zeroed slot table and slot_mem, as alloc_slots makes it:
+ * its arrays carved from its part of slot_mem, chained after slot i - 1
+ * (the free list hands out the highest slot first). */
+static void slot_setup(struct be_io *io, unsigned int i, unsigned int cap)
+{
+	char *m = (char *)io->slot_mem + (size_t)i * slot_bytes(cap);
+	struct be_pending *p = &io->slots[i];
+
+	p->iov = (struct iovec *)(void *)m;
+	m += cap * sizeof(struct iovec);
+	p->seg_priv = (void **)(void *)m;
+	m += cap * sizeof(void *);
+	p->v.segs = (struct blkif_request_segment *)(void *)m;
+	p->next = i ? &io->slots[i - 1] : NULL;
+}
+
 static int alloc_slots(struct be_io *io)
 {
 	unsigned int n = io->cfg.ring->nr_ents;
 	unsigned int cap = req_seg_capacity(&io->cfg.limits);
-	size_t per = cap * (sizeof(struct iovec) + sizeof(void *) +
-			    sizeof(struct blkif_request_segment));
 
 	io->slots = calloc(n, sizeof(*io->slots));
-	io->slot_mem = calloc(n, per);
+	io->slot_mem = calloc(n, slot_bytes(cap));
 	if (!io->slots || !io->slot_mem)
 		return -ENOMEM;
 	io->nr_slots = n;
 	io->slot_low = n;
-	for (unsigned int i = 0; i < n; i++) {
-		char *m = (char *)io->slot_mem + (size_t)i * per;
-		struct be_pending *p = &io->slots[i];
-
-		p->iov = (struct iovec *)(void *)m;
-		m += cap * sizeof(struct iovec);
-		p->seg_priv = (void **)(void *)m;
-		m += cap * sizeof(void *);
-		p->v.segs = (struct blkif_request_segment *)(void *)m;
-		p->next = io->free;
-		io->free = p;
-	}
+	for (unsigned int i = 0; i < n; i++)
+		slot_setup(io, i, cap);
+	io->free = n ? &io->slots[n - 1] : NULL;
 	return 0;
 }
 
@@ -1032,8 +1044,7 @@ int be_io_run(struct be_io *io)
 int be_io_reset(struct be_io *io, const struct be_io_cfg *cfg)
 {
 	unsigned int n = io->nr_slots, cap = req_seg_capacity(&io->cfg.limits);
-	size_t per = cap * (sizeof(struct iovec) + sizeof(void *) +
-			    sizeof(struct blkif_request_segment));
+	size_t per = slot_bytes(cap);
 	struct be_io old = *io;
 	int rc;
 
@@ -1050,17 +1061,9 @@ int be_io_reset(struct be_io *io, const struct be_io_cfg *cfg)
 	 * zeroed, on the free list in the same order); the others are. */
 	memset((char *)io->slot_mem + (size_t)io->slot_low * per, 0,
 	       (size_t)(n - io->slot_low) * per);
-	for (unsigned int i = io->slot_low; i < n; i++) {
-		struct be_pending *p = &io->slots[i];
-		char *m = (char *)io->slot_mem + (size_t)i * per;
-
-		memset(p, 0, sizeof(*p));
-		p->iov = (struct iovec *)(void *)m;
-		p->seg_priv = (void **)(void *)(m + cap * sizeof(struct iovec));
-		p->v.segs = (struct blkif_request_segment *)(void *)
-			    (m + cap * (sizeof(struct iovec) + sizeof(void *)));
-		p->next = i ? &io->slots[i - 1] : NULL;
-	}
+	memset(&io->slots[io->slot_low], 0, (size_t)(n - io->slot_low) * sizeof(*io->slots));
+	for (unsigned int i = io->slot_low; i < n; i++)
+		slot_setup(io, i, cap);
 	/* The rest as be_io_init sets it, with what it made kept. */
 	memset(io, 0, sizeof(*io));
 	io->cfg = *cfg;
