@@ -6,6 +6,7 @@ coherent with it; fsync is a flush after the dirty data; discard drops the
 cached range; a stop (SIGTERM) and a detach write back first.  Real FUSE,
 the real xbd-blkback with its sysfs-style statistics, the backing file
 read directly."""
+import ctypes
 import mmap
 import os
 import signal
@@ -57,6 +58,31 @@ def settled_reads(st):
     raise AssertionError("the backend's reads never settled")
 
 
+_libc = ctypes.CDLL(None, use_errno=True)
+_libc.mmap.restype = ctypes.c_void_p
+_libc.mmap.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int,
+                       ctypes.c_int, ctypes.c_int, ctypes.c_long]
+_libc.munmap.argtypes = [ctypes.c_void_p, ctypes.c_size_t]
+_libc.mincore.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_void_p]
+
+
+def resident(fd, off, n):
+    """How many of the pages in [off, off + n) of the file fd are in the
+    page cache: mincore(2) of a shared mapping of the range, which makes
+    no I/O and sends no FUSE request."""
+    pages = (n + mmap.PAGESIZE - 1) // mmap.PAGESIZE
+    vec = (ctypes.c_ubyte * pages)()
+    addr = _libc.mmap(None, n, mmap.PROT_READ, mmap.MAP_SHARED, fd, off)
+    if addr == ctypes.c_void_p(-1).value:
+        raise OSError(ctypes.get_errno(), "mmap of the disk file")
+    try:
+        if _libc.mincore(addr, n, vec) != 0:
+            raise OSError(ctypes.get_errno(), "mincore")
+    finally:
+        _libc.munmap(addr, n)
+    return sum(v & 1 for v in vec)
+
+
 def close_quietly(fd):
     """close(2) of a disk file whose daemon or disk may be gone (FUSE
     writes back on close: that may fail then)."""
@@ -105,9 +131,14 @@ def test_o_direct_and_buffered_see_each_other(cached):
     fd = os.open(dev, os.O_RDWR)
     dfd = os.open(dev, os.O_RDWR | os.O_DIRECT)
     try:
-        assert os.pread(fd, MiB, 0) == bytes(MiB)
-        rd0 = settled_reads(st)
-        assert os.pread(fd, MiB, 0) == bytes(MiB)
+        # A clean page a machine short of memory reclaims between the two
+        # reads is read again, rightly: try again then, a few times.
+        for _ in range(5):
+            assert os.pread(fd, MiB, 0) == bytes(MiB)
+            rd0 = settled_reads(st)
+            assert os.pread(fd, MiB, 0) == bytes(MiB)
+            if st["rd_req"] == rd0:
+                break
         assert st["rd_req"] == rd0, "a cached range was read again"
         os.pwrite(fd, b"\x11" * MiB, 0)         # dirty in the cache
         assert os.preadv(dfd, [buf], 0) == MiB
@@ -153,22 +184,26 @@ def test_discard_drops_the_cached_range(cached):
     try:
         os.pwrite(fd, b"\x5a" * (4 * MiB), 0)
         os.fsync(fd)
-        assert os.pread(fd, 4 * MiB, 0) == b"\x5a" * (4 * MiB)
-        settled_reads(st)
-        sect0 = st["rd_sect"]
-        assert os.pread(fd, 4 * MiB, 0) == b"\x5a" * (4 * MiB)
-        # Served from the cache: not the range's 8192 sectors again.  A
-        # few stray 4 KiB reads were seen once in a while on a busy
-        # machine (4 requests of 8 sectors, source not found); they are
-        # not the range coming back from the backend.
-        again = st["rd_sect"] - sect0
-        assert again < 4 * MiB // 512 // 8, f"the range was not cached: {again} sectors read"
+        # The range must be in the page cache for the test to mean
+        # anything (the backend reads zeros there after the discard
+        # anyway).  Written, fsynced and read, it is; a machine short of
+        # memory may reclaim clean pages of it, and a reclaimed page is
+        # read again from the backend (seen in CI under ThreadSanitizer:
+        # 1272 of the 8192 sectors).  So read until mincore(2) shows every
+        # page resident, a few times at most.
+        pages = 4 * MiB // mmap.PAGESIZE
+        for _ in range(5):
+            assert os.pread(fd, 4 * MiB, 0) == b"\x5a" * (4 * MiB)
+            if resident(fd, 0, 4 * MiB) == pages:
+                break
+        assert resident(fd, 0, 4 * MiB) == pages, "the range does not stay cached"
         ds0 = st["ds_req"]
         r = subprocess.run(["fallocate", "--punch-hole", "--keep-size",
                             "--offset", str(MiB), "--length", str(MiB), dev],
                            capture_output=True, text=True)
         assert r.returncode == 0, r.stderr
         assert st["ds_req"] > ds0
+        assert resident(fd, MiB, MiB) == 0, "the discarded range is still cached"
         data = os.pread(fd, 4 * MiB, 0)
     finally:
         os.close(fd)
