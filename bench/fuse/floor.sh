@@ -3,9 +3,10 @@
 # in the same minutes, rounds interleaved (Documentation/performance.md,
 # "The FUSE transport's floor").  Per round, fio 4k random reads for SECS s:
 # the host on a 1 GiB /dev/shm file (io_uring and libaio, direct), then,
-# libaio direct: xbd-bench-fuse-floor's file (answers at once, no backend),
-# xbd-blkfront's disk file over /dev/fuse and, if the kernel allows it,
-# over io_uring (--fuse-uring=on), the order alternating each round.
+# libaio direct: xbd-bench-fuse-floor's file (answers at once, no backend)
+# and xbd-blkfront's disk file, each over /dev/fuse and, if the kernel
+# allows it, over io_uring (--fuse-uring=on), the order alternating each
+# round.
 #     XBD_BUILD=build ROUNDS=4 SECS=5 bench/fuse/floor.sh
 # Prints one line per figure: round N qd Q WHO IOPS.  Root; quiet machine.
 set -eu
@@ -33,8 +34,8 @@ sleep 0.5
 DOM=$("$B"/xbd --platform local domain-create bench --memory 512M)
 "$B"/xbd --platform local block-attach bench "format=raw, vdev=xvdb, access=rw, target=$IMG" --timeout 20
 DEV=$R/dom$DOM/dev/xvdb
-modes="floor off"
-if [ -w $EN ]; then EN0=$(cat $EN); echo Y > $EN && modes="floor off on"; fi
+modes="floor-off xbd-off"
+if [ -w $EN ]; then EN0=$(cat $EN); echo Y > $EN && modes="floor-off xbd-off floor-on xbd-on"; fi
 fio_iops() {
 	fio --output-format=terse --terse-version=3 --name=b --rw=randread --bs=4k \
 	    --time_based --runtime="$SECS" --numjobs=1 "$@" 2>>"$R"/fio.err |
@@ -50,19 +51,20 @@ for r in $(seq "$ROUNDS"); do
 	done
 	order=$modes; [ $((r % 2)) = 0 ] && order=$(echo "$modes" | tr ' ' '\n' | tac | tr '\n' ' ')
 	for m in $order; do
-		if [ "$m" = floor ]; then
+		case $m in floor-*)
 			mkdir -p "$R"/floor
-			"$B"/xbd-bench-fuse-floor "$R"/floor 1024 > "$R"/floor.log 2>&1 & FL=$!
-			wait_file "$R"/floor/disk; f=$R/floor/disk
-		else
+			"$B"/xbd-bench-fuse-floor --fuse-uring="${m#floor-}" "$R"/floor 1024 \
+				>> "$R"/floor.log 2>&1 & FL=$!
+			wait_file "$R"/floor/disk; f=$R/floor/disk ;;
+		*)
 			"$B"/xbd-blkfront --domain bench --max_queues=1 --max_ring_page_order=3 \
-				--fuse-uring=$m >> "$R"/bf.log 2>&1 & BF=$!
-			wait_file "$DEV"; f=$DEV
-		fi
+				--fuse-uring="${m#xbd-}" >> "$R"/bf.log 2>&1 & BF=$!
+			wait_file "$DEV"; f=$DEV ;;
+		esac
 		for qd in 64 1; do
-			echo "round $r qd $qd fuse-$m $(fio_iops --ioengine=libaio --direct=1 --iodepth=$qd --filename="$f")"
+			echo "round $r qd $qd $m $(fio_iops --ioengine=libaio --direct=1 --iodepth=$qd --filename="$f")"
 		done
-		if [ "$m" = floor ]; then stop_pid "$FL"; FL=; else stop_pid "$BF"; BF=; fi
+		case $m in floor-*) stop_pid "$FL"; FL= ;; *) stop_pid "$BF"; BF= ;; esac
 	done
 	echo "# load $(cut -d' ' -f1-3 /proc/loadavg) $(date -u +%TZ)"
 done

@@ -2,7 +2,7 @@
 /*
  * bench/fuse/fuse_floor.c: the FUSE transport's floor on this kernel.
  *
- *     xbd-bench-fuse-floor MOUNTPOINT SIZE_MIB
+ *     xbd-bench-fuse-floor [--fuse-uring=M] MOUNTPOINT SIZE_MIB
  *
  * Serves one file, MOUNTPOINT/disk of SIZE_MIB MiB, whose reads are
  * answered at once from a static zeroed buffer and whose writes are
@@ -11,7 +11,11 @@
  * low-level API, max_write 1 MiB, asynchronous direct I/O, the same
  * max_background and worker threads over /dev/fuse), so fio on this file
  * measures what the kernel's FUSE channel alone costs per request, the
- * bound no FUSE daemon can pass.  SIGTERM, SIGINT or SIGHUP (libfuse's
+ * bound no FUSE daemon can pass.  --fuse-uring (off, auto or on; default
+ * off) serves it over xbd-blkfront's own io_uring transport
+ * (frontend/blkfront/fuse_uring.c) instead, for that transport's floor;
+ * the answers are given in the handler, so no drain is needed at the
+ * end.  SIGTERM, SIGINT or SIGHUP (libfuse's
  * handlers) or an unmount end it.  A benchmark helper, not installed.
  */
 #define FUSE_USE_VERSION 312
@@ -22,6 +26,9 @@
 #include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
+
+#include "frontend/blkfront/fuse_uring.h"
+#include "lib/log.h"
 
 /* As xbd-blkfront's FS_MAX_BACKGROUND and FS_MAX_THREADS (fs.c) */
 #define FLOOR_MAX_BACKGROUND 256
@@ -133,14 +140,26 @@ int main(int argc, char **argv)
 {
 	char *fargv[] = { argv[0], "-o", "fsname=xbd-floor,subtype=xbd-floor", NULL };
 	struct fuse_args fa = FUSE_ARGS_INIT(3, fargv);
-	struct fuse_loop_config *cfg;
-	struct fuse_session *se;
+	enum fuse_uring_mode transport = FUSE_URING_OFF;
+	struct fuse_loop_config *cfg = NULL;
+	struct fuse_session *se = NULL;
+	const char *opt = "--fuse-uring=";
 	char *end;
 	long mib;
 	int rc = 1;
 
+	xbd_log_init("xbd-bench-fuse-floor", XBD_LOG_INFO, false);
+	if (argc == 4 && !strncmp(argv[1], opt, strlen(opt))) {
+		if (fuse_uring_mode_parse(argv[1] + strlen(opt), &transport)) {
+			fprintf(stderr, "%s: %s: not auto, on or off\n", argv[0], argv[1]);
+			return 2;
+		}
+		argv++;
+		argc--;
+	}
 	if (argc != 3) {
-		fprintf(stderr, "usage: %s MOUNTPOINT SIZE_MIB\n", argv[0]);
+		fprintf(stderr, "usage: %s [--fuse-uring=auto|on|off] MOUNTPOINT SIZE_MIB\n",
+			argv[0]);
 		return 2;
 	}
 	mib = strtol(argv[2], &end, 10);
@@ -157,11 +176,15 @@ int main(int argc, char **argv)
 	fuse_loop_cfg_set_idle_threads(cfg, FLOOR_MAX_THREADS);
 	if (fuse_set_signal_handlers(se))
 		goto out;
-	if (fuse_session_mount(se, argv[1]) == 0) {
-		rc = fuse_session_loop_mt(se, cfg) < 0;
-		fuse_session_unmount(se);
-	} else {
+	if (fuse_session_mount(se, argv[1])) {
 		fprintf(stderr, "%s: cannot mount on %s\n", argv[0], argv[1]);
+	} else if (fuse_uring_attach(se, transport) == 0) {
+		rc = fuse_session_loop_mt(se, cfg) < 0 || fuse_uring_failed();
+		fuse_session_unmount(se);
+		fuse_uring_stop();
+		fuse_uring_release();
+	} else {
+		fuse_session_unmount(se);
 	}
 	fuse_remove_signal_handlers(se);
 out:
