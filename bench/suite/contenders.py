@@ -17,6 +17,14 @@
               grant copy) serving an in-process guest on the local
               platform; random 4k at one job only
 
+Variants (tmpfs only, after the main set; variants() below) include the
+FUSE transport's floor: xbd-bench-fuse-floor, a FUSE file answered at
+once with nothing behind it, set up as xbd-blkfront's disk file, under
+fio libaio direct as xbd-fuse is; and, when the kernel lets FUSE run over
+io_uring (/sys/module/fuse/parameters/enable_uring writable), the floor
+and xbd-fuse over io_uring (--fuse-uring=on; the parameter is set to Y
+from start to stop and restored).
+
 A contender whose program is missing raises ContenderMissing: the run
 fails loudly, nothing is silently left out.  Servers are started by
 start() and stopped by stop(), which the suite calls from finally blocks.
@@ -93,6 +101,19 @@ class Server:
             time.sleep(0.05)
         raise RuntimeError(f"bench: {self.cmd[0]} did not listen on {self.sock} "
                            f"within {self.startup:.0f} s: {self._tail()}")
+
+    def start_showing(self, path):
+        """Start a server that shows a file (a FUSE mount) rather than
+        listening on a socket: wait until path exists."""
+        with open(self.log, "a") as logf:
+            self.proc = subprocess.Popen(self.cmd, stdout=subprocess.DEVNULL, stderr=logf,
+                                         stdin=subprocess.DEVNULL, env=self.env)
+        deadline = time.monotonic() + self.startup
+        while not os.path.exists(path):
+            if self.proc.poll() is not None or time.monotonic() > deadline:
+                raise RuntimeError(f"bench: {os.path.basename(self.cmd[0])} did not show "
+                                   f"{path}: {self._tail()}")
+            time.sleep(0.05)
 
     def _tail(self):
         with open(self.log) as f:
@@ -527,10 +548,80 @@ class XbdFioVariant(XbdFio):
         return self.only is None or w["name"] in self.only
 
 
+FUSE_URING_PARAM = "/sys/module/fuse/parameters/enable_uring"
+
+
+def fuse_uring_possible():
+    """Whether this kernel can run FUSE over io_uring and we may turn it on."""
+    return os.access(FUSE_URING_PARAM, os.W_OK)
+
+
+class FuseUringParam:
+    """The kernel's FUSE-over-io_uring switch set to Y while a contender
+    runs over io_uring: on() at its start, restore() at its stop."""
+    saved = None
+
+    def on(self):
+        with open(FUSE_URING_PARAM) as f:
+            self.saved = f.read().strip()
+        with open(FUSE_URING_PARAM, "w") as f:
+            f.write("Y")
+
+    def restore(self):
+        if self.saved is not None:
+            with open(FUSE_URING_PARAM, "w") as f:
+                f.write(self.saved)
+            self.saved = None
+
+
+class FuseFloor(Contender):
+    """The FUSE transport's floor: xbd-bench-fuse-floor's file (reads
+    answered at once from zeros, no ring, no backend, no storage), fio
+    libaio direct on it as on xbd-fuse; the floor's CPU is the server's.
+    transport: its --fuse-uring (off: /dev/fuse)."""
+    method = "fio libaio direct on xbd-bench-fuse-floor's FUSE file (nothing behind it)"
+    READS = ("read4k-qd64-j1", "read4k-qd1-j1", "read4k-qd32-j1", "seqread1m-qd16")
+
+    def __init__(self, build, work, label, transport="off"):
+        self.name, self.transport, self.param = label, transport, FuseUringParam()
+        super().__init__(build, work)
+
+    def check(self):
+        need("fio", "fio")
+        need(os.path.join(self.build, "bin", "xbd-bench-fuse-floor"), "this tree (make)")
+
+    def supports(self, w):
+        return w["name"] in self.READS
+
+    def start(self, store):
+        self.store = store
+        if self.transport != "off":
+            self.param.on()
+        mnt = os.path.join(self.work, "fuse-floor")
+        os.makedirs(mnt, exist_ok=True)
+        self.file = os.path.join(mnt, "disk")
+        size_mib = max(1, os.path.getsize(store.path) >> 20) if not store.is_blockdev else 1024
+        self.server = Server([os.path.join(self.build, "bin", "xbd-bench-fuse-floor"),
+                              "--fuse-uring=" + self.transport, mnt, str(size_mib)],
+                             None, self.log)
+        self.server.start_showing(self.file)
+
+    def stop(self):
+        try:
+            super().stop()              # SIGTERM: it unmounts and exits
+        finally:
+            self.param.restore()
+
+    def _run(self, w, runtime):
+        return self._fio(w, runtime, ["--ioengine=libaio", "--direct=1",
+                                      "--filename=" + self.file])
+
+
 class XbdFuse(XbdContender):
     """xbd-blkfront's FUSE file: the host's fio (libaio, O_DIRECT) and the
     seed's dd on $XBD_RUNDIR/dom1/dev/xvdb, one queue."""
     name, method = "xbd-fuse", "fio libaio direct on the xbd-blkfront FUSE file"
+    blkfront_extra = ()
 
     def check(self):
         super().check()
@@ -542,14 +633,9 @@ class XbdFuse(XbdContender):
         m = self.machine
         self.dev = os.path.join(m.run_dir, "dom1", "dev", "xvdb")   # "bench" is dom1
         self.server = Server([m.bin("xbd-blkfront"), "--domain", "bench", "--max_queues=1",
-                              "--max_ring_page_order=3"], None, self.log, env=m.env)
-        self.server.proc = subprocess.Popen(self.server.cmd, stdout=subprocess.DEVNULL,
-                                            stderr=open(self.log, "a"), env=m.env)
-        deadline = time.monotonic() + 20
-        while not os.path.exists(self.dev):
-            if self.server.proc.poll() is not None or time.monotonic() > deadline:
-                raise RuntimeError(f"bench: xbd-blkfront did not show {self.dev}")
-            time.sleep(0.05)
+                              "--max_ring_page_order=3", *self.blkfront_extra],
+                             None, self.log, env=m.env)
+        self.server.start_showing(self.dev)
 
     def stop(self):
         if self.server:                 # the frontend before the backend
@@ -575,6 +661,30 @@ class XbdFuse(XbdContender):
                                       "--filename=" + self.dev])
 
 
+class XbdFuseUring(XbdFuse):
+    """xbd-fuse over io_uring (--fuse-uring=on), random and sequential
+    reads only (the floor's workloads)."""
+    name = "xbd-fuse over io_uring (--fuse-uring=on)"
+    blkfront_extra = ("--fuse-uring=on",)
+
+    def __init__(self, build, work):
+        self.param = FuseUringParam()
+        super().__init__(build, work)
+
+    def supports(self, w):
+        return w["name"] in FuseFloor.READS
+
+    def start(self, store):
+        self.param.on()
+        super().start(store)
+
+    def stop(self):
+        try:
+            super().stop()
+        finally:
+            self.param.restore()
+
+
 def main_set(build, work, top):
     """The contenders; the xbd frontends when this tree has their source."""
     cs = [Host(build, work), LoopDev(build, work), Qsd(build, work), Nbdkit(build, work)]
@@ -591,8 +701,9 @@ def variants(build, work):
     grant_copy_max_bytes and maps larger ones), and mapping everything;
     for 1 MiB reads, each of the three zero-copy levers undone alone
     (fio's buffers bounced, Linux's 1056-grant pool, 32-segment indirect
-    requests); the frontend without polling; then the backend alone with
-    other ring orders and persistent grants."""
+    requests); the frontend without polling; the FUSE transport's floor
+    and, where the kernel allows it, the floor and xbd-fuse over io_uring;
+    then the backend alone with other ring orders and persistent grants."""
     seq = ("seqread1m-qd16",)
     return [XbdFioVariant(build, work, "xbd-fio order0", order=0),
             XbdFioVariant(build, work, "xbd-fio order4", order=4),
@@ -609,6 +720,9 @@ def variants(build, work):
                           backend_extra=("--max_persistent_grants=1056",), only=seq),
             XbdFioVariant(build, work, "xbd-fio 32 segments (xbd_max_indirect_segments=32)",
                           engine_extra=("--xbd_max_indirect_segments=32",), only=seq),
+            FuseFloor(build, work, "fuse floor (nothing behind it)"),
+            *([FuseFloor(build, work, "fuse floor over io_uring", "on"),
+               XbdFuseUring(build, work)] if fuse_uring_possible() else []),
             XbdQueueVariant(build, work, "xbd-queue order0", 0, ()),
             XbdQueueVariant(build, work, "xbd-queue order4", 4, ()),
             XbdQueueVariant(build, work, "xbd-queue persistent", 2, ("--persistent",))]

@@ -253,7 +253,39 @@ def goals_table(res):
     lines = ["| goal (issue 16) | measured | |", "| --- | ---: | --- |"]
     for text, v, target, upper in goals_rows(res):
         lines.append(f"| {text} | {report._f(v)} | {met(v, target, upper)} |")
-    return "\n".join(lines)
+    note = fuse_floor_note(res)
+    return "\n".join(lines + ([""] + [note] if note else []))
+
+
+def _variant(res, name, wl):
+    return next((r for r in res.get("variants", [])
+                 if r["store"] == STORE and r["contender"] == name and r["workload"] == wl),
+                None)
+
+
+def fuse_floor_note(res):
+    """The FUSE goal against the FUSE transport's floor of the same run
+    (bench/suite/contenders.py FuseFloor), or None in runs without it."""
+    wl = "read4k-qd64-j1"
+    row = _row(res, wl)
+    host, fuse = row.get("host"), row.get("xbd-fuse")
+    floor = _variant(res, "fuse floor (nothing behind it)", wl)
+    if not host or not floor:
+        return None
+    f = report._f
+    text = (f"The FUSE transport's floor in the same run, 4k randread QD64 libaio direct "
+            f"(xbd-bench-fuse-floor: a FUSE file answered at once, nothing behind it): "
+            f"{f(_ratio(floor, host, 'iops'))} × host over /dev/fuse, xbd's FUSE file "
+            f"{f(_ratio(fuse, floor, 'iops'))} of it")
+    ufloor = _variant(res, "fuse floor over io_uring", wl)
+    ufuse = _variant(res, "xbd-fuse over io_uring (--fuse-uring=on)", wl)
+    if ufloor and ufuse:
+        text += (f"; over io_uring the floor {f(_ratio(ufloor, host, 'iops'))} × host, "
+                 f"xbd's FUSE file {f(_ratio(ufuse, host, 'iops'))} × host, "
+                 f"{f(_ratio(ufuse, ufloor, 'iops'))} of its floor")
+    else:
+        text += " (FUSE over io_uring not measured: the kernel does not offer it here)"
+    return text + "."
 
 
 def suite_source(res, path):

@@ -584,3 +584,33 @@ def test_limits_bench_writes_a_result_the_block_reads(tmp_path):
     assert all(m["median"] > 0 and len(m["runs"]) == 1 for m in res["modes"].values())
     text = docs.limits_text(*found)
     assert "| a vbd's limiter, no limit set |" in text and "commit " in text
+
+
+def test_the_fuse_goal_is_set_against_the_floor_of_the_same_run():
+    """The goals table says what the FUSE transport alone gives in the
+    same run (the floor variant), over /dev/fuse and, when measured,
+    over io_uring; a run without the floor says nothing of it."""
+    import docs
+    res = headline_result()                 # host 200k, xbd-fuse 80k at QD64
+    assert "floor" not in docs.goals_table(res)
+    res["variants"] = [rec("fuse floor (nothing behind it)", "read4k-qd64-j1", 100000)]
+    text = docs.goals_table(res)
+    assert "0.50 × host over /dev/fuse, xbd's FUSE file 0.80 of it" in text
+    assert "not measured: the kernel does not offer it here" in text
+    res["variants"] += [rec("fuse floor over io_uring", "read4k-qd64-j1", 120000),
+                        rec("xbd-fuse over io_uring (--fuse-uring=on)", "read4k-qd64-j1",
+                            90000)]
+    text = docs.goals_table(res)
+    assert "over io_uring the floor 0.60 × host, xbd's FUSE file 0.45 × host, 0.75 of its " \
+        "floor." in text
+
+
+def test_the_floor_variants_run_reads_only(tmp_path):
+    import contenders
+    floor = contenders.FuseFloor("B", str(tmp_path), "fuse floor (nothing behind it)")
+    assert floor.supports(workloads.by_name("read4k-qd64-j1"))
+    assert not floor.supports(workloads.by_name("write4k-qd64-j1"))
+    assert not floor.supports(workloads.by_name("seeddd"))
+    names = [v.name for v in contenders.variants("B", str(tmp_path))]
+    assert "fuse floor (nothing behind it)" in names
+    assert ("fuse floor over io_uring" in names) == contenders.fuse_uring_possible()
