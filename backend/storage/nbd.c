@@ -35,7 +35,6 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
-#include <sys/ioctl.h>
 #include <sys/socket.h>
 #include <libnbd.h>
 
@@ -155,6 +154,28 @@ static short poll_events(struct nbd_handle *h)
 	return ev;
 }
 
+/*
+ * Whether a read of the socket would not block: a byte waits, the peer
+ * closed it (0) or it has an error.  libnbd 1.14 must never be told the
+ * socket is readable when it is empty: its REPLY.START takes the EAGAIN
+ * and stays there, and there it issues none of the commands queued since
+ * (nor the rest of one it paused to read) until the server sends, which
+ * it never does once it answered everything it got.  A readiness can be
+ * stale by the time it is handled: the socket was drained in between.
+ */
+static bool readable(struct nbd_handle *h)
+{
+	int fd = nbd_aio_get_fd(h);
+	char b;
+
+	if (fd < 0)
+		return false;
+	if (recv(fd, &b, 1, MSG_PEEK | MSG_DONTWAIT) >= 0 ||
+	    (errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR))
+		return true;
+	return false;
+}
+
 /* Tell libnbd what the socket is ready for, but only what it waits for. */
 static void notify(struct nbd_handle *h, short revents)
 {
@@ -163,7 +184,8 @@ static void notify(struct nbd_handle *h, short revents)
 	if (revents & (POLLOUT | POLLERR | POLLHUP) && dir & LIBNBD_AIO_DIRECTION_WRITE)
 		nbd_aio_notify_write(h);
 	dir = nbd_aio_get_direction(h);
-	if (revents & (POLLIN | POLLERR | POLLHUP) && dir & LIBNBD_AIO_DIRECTION_READ)
+	if (revents & (POLLIN | POLLERR | POLLHUP) && dir & LIBNBD_AIO_DIRECTION_READ &&
+	    readable(h))
 		nbd_aio_notify_read(h);
 }
 
@@ -546,25 +568,20 @@ int nbdq_poll(struct storage_queue *q, short *events)
  * libnbd reads at most one reply per nbd_aio_notify_read (its READY state
  * goes back to waiting after each), so one poll would cost a wake-up, an
  * io_uring round trip and a re-armed poll per reply.  Read on while each
- * call finished a reply and the socket holds more (FIONREAD): every reply
+ * call finished a reply and the socket holds more (readable()): every reply
  * already there is taken in this one readiness, and the loop answers them
  * together (one push, one event-channel notify).  Never a notify_read on
- * an empty socket: libnbd 1.14 then stays in REPLY.START, where it issues
- * no new command until the server sends, which it never would with
- * nothing in flight.  Bounded by what can be in flight.
+ * an empty socket (readable()).  Bounded by what can be in flight.
  */
 static void drain_replies(struct storage_queue *q)
 {
 	for (unsigned int n = 0; n < q->ncmds; n++) {
 		uint64_t before = q->replies;
-		int fd, avail = 0;
 
 		if (!q->h || dead(q->h) ||
-		    !(nbd_aio_get_direction(q->h) & LIBNBD_AIO_DIRECTION_READ))
-			return;
-		fd = nbd_aio_get_fd(q->h);
-		if (fd < 0 || ioctl(fd, FIONREAD, &avail) < 0 || avail <= 0 ||
-		    nbd_aio_notify_read(q->h) == -1 || q->replies == before)
+		    !(nbd_aio_get_direction(q->h) & LIBNBD_AIO_DIRECTION_READ) ||
+		    !readable(q->h) || nbd_aio_notify_read(q->h) == -1 ||
+		    q->replies == before)
 			return;
 	}
 }
